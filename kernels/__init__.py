@@ -1,0 +1,1 @@
+"""Kernels: plain array functions registered per (op type, place, dtype)."""

@@ -1,0 +1,61 @@
+"""elementwise_add / sub / mul / div and their gradients."""
+from tape.registry import kernel
+
+from .broadcast import aligned, grad_shapes, unbroadcast
+
+
+@kernel("elementwise_add")
+def elementwise_add(X, Y, axis):
+    x, y = aligned(X, Y, axis)
+    return x + y
+
+
+@kernel("elementwise_sub")
+def elementwise_sub(X, Y, axis):
+    x, y = aligned(X, Y, axis)
+    return x - y
+
+
+@kernel("elementwise_mul")
+def elementwise_mul(X, Y, axis):
+    x, y = aligned(X, Y, axis)
+    return x * y
+
+
+@kernel("elementwise_div")
+def elementwise_div(X, Y, axis):
+    x, y = aligned(X, Y, axis)
+    return x / y
+
+
+@kernel("elementwise_add_grad")
+def elementwise_add_grad(X, Y, dOut, axis, wants):
+    xs, ys = grad_shapes(X, Y, axis)
+    dx = unbroadcast(dOut, X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast(dOut, Y.shape, ys) if "Y@GRAD" in wants else None
+    return dx, dy
+
+
+@kernel("elementwise_sub_grad")
+def elementwise_sub_grad(X, Y, dOut, axis, wants):
+    xs, ys = grad_shapes(X, Y, axis)
+    dx = unbroadcast(dOut, X.shape, xs) if "X@GRAD" in wants else None
+    dy = -unbroadcast(dOut, Y.shape, ys) if "Y@GRAD" in wants else None
+    return dx, dy
+
+
+@kernel("elementwise_mul_grad")
+def elementwise_mul_grad(X, Y, dOut, axis, wants):
+    xs, ys = grad_shapes(X, Y, axis)
+    dx = unbroadcast(dOut * Y.reshape(ys), X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast(dOut * X.reshape(xs), Y.shape, ys) if "Y@GRAD" in wants else None
+    return dx, dy
+
+
+@kernel("elementwise_div_grad")
+def elementwise_div_grad(X, Y, Out, dOut, axis, wants):
+    xs, ys = grad_shapes(X, Y, axis)
+    y = Y.reshape(ys)
+    dx = unbroadcast(dOut / y, X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast(-dOut * Out / y, Y.shape, ys) if "Y@GRAD" in wants else None
+    return dx, dy

@@ -1,0 +1,180 @@
+"""Eager backward: replay the tape in reverse through the grad makers' ops, releasing as it goes.
+
+A grad maker works on names (static mode needs that). For the eager tape it is run once per op
+type on a forward OpDesc whose names stand for slot positions; the grad ops it returns become a
+plan that says, for each grad-op slot, which forward value, output gradient or input gradient
+it binds. Replaying an OpHandle is then a walk over that plan, with no string work.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .desc import OpDesc
+from .errors import InvalidArgumentError
+from .place import CPU
+from .registry import GRAD_SUFFIX, op_info
+from .variable import Variable
+
+_FWD_IN, _FWD_OUT, _OUT_GRAD, _IN_GRAD, _TEMP = range(5)
+
+
+class _Step:
+    """One grad op of a plan: its OpInfo, how its slots bind, and constant attrs (or None)."""
+
+    __slots__ = ("info", "ins", "outs", "attrs")
+
+    def __init__(self, info, ins, outs, attrs):
+        self.info = info
+        self.ins = ins      # ((grad slot, duplicable, ((kind, fwd slot or temp name, index), ...)), ...)
+        self.outs = outs    # same form, in the grad op's output-slot order
+        self.attrs = attrs
+
+
+_plans: dict = {}
+
+
+def _plan_key(h):
+    info = h.info
+    return (info.type, tuple((s, len(v)) for s, v in h.inputs.items()),
+            tuple((s, len(v)) for s, v in h.outputs.items()))
+
+
+def _make_plan(h) -> list:
+    info = h.info
+    refs = {}
+    sym_in, sym_out = {}, {}
+    for kind, grad_kind, slots, sym in ((_FWD_IN, _IN_GRAD, h.inputs, sym_in),
+                                        (_FWD_OUT, _OUT_GRAD, h.outputs, sym_out)):
+        for slot, entries in slots.items():
+            names = [f"{'io'[kind]}:{slot}:{i}" for i in range(len(entries))]
+            sym[slot] = names
+            for i, n in enumerate(names):
+                refs[n] = (kind, slot, i)
+                refs[n + GRAD_SUFFIX] = (grad_kind, slot, i)
+    fwd = OpDesc(info.type, sym_in, sym_out, h.attrs)
+    steps = []
+    for gop in info.grad.make(fwd):
+        ginfo = op_info(gop.type)
+        ins = tuple((s.name, s.duplicable,
+                     tuple(refs.get(n, (_TEMP, n, 0)) for n in gop.inputs.get(s.name, ())))
+                    for s in ginfo.inputs if s.name in gop.inputs)
+        outs = []
+        for s in ginfo.outputs:
+            bound = []
+            for n in gop.outputs.get(s.name, ()):
+                ref = refs.get(n, (_TEMP, n, 0))
+                if ref[0] not in (_IN_GRAD, _TEMP):
+                    raise InvalidArgumentError(f"{info.type}: grad op {gop.type} writes {n}, "
+                                               f"which is not an input gradient")
+                bound.append(ref)
+            outs.append((s.name, s.duplicable, tuple(bound)))
+        for _, _, bound in ins:
+            for kind, slot, _ in bound:
+                if kind in (_FWD_IN, _FWD_OUT) and slot not in info.grad.reads:
+                    raise InvalidArgumentError(
+                        f"{info.type}: grad op {gop.type} reads forward slot '{slot}' that the "
+                        f"grad maker does not declare in reads={sorted(info.grad.reads)}")
+        attrs = None if gop.attrs == h.attrs else gop.attrs
+        steps.append(_Step(ginfo, ins, tuple(outs), attrs))
+    return steps
+
+
+def _plan(h) -> list:
+    if h.info.grad.depends_on_attrs:
+        return _make_plan(h)
+    key = _plan_key(h)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _make_plan(h)
+    return plan
+
+
+def shape_only(shape, dtype) -> np.ndarray:
+    """An array with a shape and dtype but no buffer (zero strides): what a grad kernel gets for
+    a no-need-buffer input, whose values the tape did not keep."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
+def _desc(entry):
+    return entry.desc if type(entry) is Variable else entry
+
+
+def _run_step(step, h, grads, temps, leaves):
+    wants = set()
+    for slot, _, bound in step.outs:
+        for kind, fslot, i in bound:
+            if kind == _TEMP or not _desc(h.inputs[fslot][i]).stop_gradient:
+                wants.add(slot)
+                break
+    if not wants:
+        return
+    args = {}
+    no_need_buffer = h.info.grad.no_need_buffer
+    for slot, duplicable, bound in step.ins:
+        values = []
+        for kind, fslot, i in bound:
+            if kind == _FWD_IN or kind == _FWD_OUT:
+                entry = (h.inputs if kind == _FWD_IN else h.outputs)[fslot][i]
+                if fslot in no_need_buffer:
+                    d = _desc(entry)
+                    values.append(shape_only(d.shape, dtypes.to_numpy(d.dtype)))
+                else:
+                    values.append(entry._value)
+            elif kind == _OUT_GRAD:
+                d = h.outputs[fslot][i]
+                d = _desc(d)
+                g = grads.get(d.name)
+                values.append(g if g is not None
+                              else np.zeros(d.shape, dtypes.to_numpy(d.dtype)))
+            else:
+                values.append(temps[fslot])
+        args[slot] = values if duplicable else values[0]
+    attrs = h.attrs if step.attrs is None else step.attrs
+    result = step.info.kernel(CPU, h.dtype).call(args, attrs, wants)
+    if len(step.outs) == 1:
+        result = (result,)
+    for (slot, duplicable, bound), value in zip(step.outs, result):
+        if slot not in wants:
+            continue
+        for (kind, fslot, i), g in zip(bound, value if duplicable else (value,)):
+            if g is None:
+                continue
+            if kind == _TEMP:
+                temps[fslot] = g
+                continue
+            entry = h.inputs[fslot][i]
+            d = _desc(entry)
+            if d.stop_gradient:
+                continue
+            old = grads.get(d.name)
+            grads[d.name] = g if old is None else old + g
+            if type(entry) is Variable and entry._tape == 0:
+                leaves[d.name] = entry
+
+
+def run_backward(ops: list, seeds: dict) -> None:
+    """Replay ``ops`` (a spent tape's handles) in reverse from ``{var name: seed gradient}``.
+
+    Pops each handle as it is done, so what it kept is freed with it; accumulates into
+    ``.grad`` of the leaves reached (out of place: a gradient array is never shared with a
+    later write).
+    """
+    grads = dict(seeds)
+    leaves = {}
+    temps = {}
+    while ops:
+        h = ops.pop()
+        outs = [_desc(e).name for es in h.outputs.values() for e in es]
+        if not any(n in grads for n in outs):
+            continue
+        for step in _plan(h):
+            _run_step(step, h, grads, temps, leaves)
+        temps.clear()
+        for n in outs:
+            grads.pop(n, None)
+        del h
+    for name, leaf in leaves.items():
+        g = grads[name]
+        total = g if leaf.grad is None else leaf.grad._value + g
+        leaf.grad = Variable(total, name=name + GRAD_SUFFIX)

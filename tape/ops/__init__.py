@@ -1,0 +1,54 @@
+"""Operator definitions, and ``tape.ops.<type>(...)`` generated from the registry.
+
+Each generated function takes the op's inputs positionally in slot order (a list for a
+duplicable slot, None to skip a dispensable one; slots may also be given by name) and its
+attributes as keywords, runs the op on the global tape and returns its non-intermediate outputs:
+one Variable, or a tuple in proto order.
+"""
+from ..registry import REGISTRY
+from ..tape import get_global_tape
+# each family registers its ops on import
+from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # noqa: F401
+
+
+def _make_op_function(info):
+    slots = info.inputs
+    visible = info.visible_outputs
+    single = len(visible) == 1 and not next(s for s in info.outputs if s.name == visible[0]).duplicable
+
+    def op(*args, **attrs):
+        if len(args) > len(slots):
+            raise TypeError(f"{info.type} takes at most {len(slots)} inputs "
+                            f"({', '.join(info.input_names)}), received {len(args)}")
+        inputs = {}
+        for slot, arg in zip(slots, args):
+            if arg is not None:
+                inputs[slot.name] = list(arg) if slot.duplicable else [arg]
+        if attrs:
+            for name in [k for k in attrs if k in info.input_names]:
+                arg = attrs.pop(name)
+                inputs[name] = list(arg) if info.inputs[info.input_names.index(name)].duplicable \
+                    else [arg]
+        out = get_global_tape().run(info, inputs, attrs)
+        if single:
+            return out[visible[0]][0]
+        return tuple(out[n] if info.outputs[info.output_names.index(n)].duplicable else out[n][0]
+                     for n in visible)
+
+    op.__name__ = op.__qualname__ = info.type
+    op.__doc__ = _signature_doc(info)
+    return op
+
+
+def _signature_doc(info) -> str:
+    ins = ", ".join(s.name + ("?" if s.dispensable else "") + ("*" if s.duplicable else "")
+                    for s in info.inputs)
+    attrs = ", ".join(f"{a.name}={a.default!r}" for a in info.attrs.values())
+    outs = ", ".join(info.visible_outputs)
+    return f"{info.type}({ins}; {attrs}) -> {outs}\n\n{info.doc}"
+
+
+def generate() -> None:
+    """Define ``tape.ops.<type>`` for every registered op (called once families are imported)."""
+    for info in REGISTRY.values():
+        globals()[info.type] = _make_op_function(info)

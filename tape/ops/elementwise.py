@@ -1,0 +1,40 @@
+"""elementwise_add / sub / mul / div with Paddle's ``axis`` broadcasting."""
+from ..registry import INT, AtLeast, Attr, GradOp, register_op
+from .rules import broadcast, require_same_dtype
+
+
+def _elementwise_shape(ctx):
+    require_same_dtype(ctx, "X", "Y")
+    ctx.set_output("Out", broadcast(ctx, "X", "Y", ctx.attrs["axis"]), ctx.input("X").dtype)
+
+
+def _broadcast_case(d, y_low=-2.0, y_high=2.0):
+    """X of rank 1-4; Y a contiguous run of X's dims (some set to 1), placed at ``axis``;
+    sometimes the two are swapped so that X is the shorter one."""
+    shape = d.shape(1, 4)
+    length = d.integer(0, len(shape))
+    start = d.integer(0, len(shape) - length)
+    short = tuple(1 if d.integer(0, 3) == 0 else n for n in shape[start:start + length])
+    axis = -1 if start + length == len(shape) and d.boolean() else start
+    x_shape, y_shape = (short, shape) if d.integer(0, 3) == 0 else (shape, short)
+    y = d.floats(y_shape, y_low, y_high)
+    return {"X": d.floats(x_shape), "Y": y}, {"axis": axis}
+
+
+def _div_case(d):
+    inputs, attrs = _broadcast_case(d, 0.5, 2.0)
+    inputs["Y"] = inputs["Y"] * d.choice((-1.0, 1.0))
+    return inputs, attrs
+
+
+_AXIS = Attr("axis", INT, -1, "where Y's dims start in X's; -1 aligns trailing dims",
+             check=AtLeast(-1))
+
+for _type, _reads, _no_buffer, _case, _doc in (
+        ("elementwise_add", ("X", "Y"), ("X", "Y"), _broadcast_case, "Out = X + Y"),
+        ("elementwise_sub", ("X", "Y"), ("X", "Y"), _broadcast_case, "Out = X - Y"),
+        ("elementwise_mul", ("X", "Y"), (), _broadcast_case, "Out = X * Y"),
+        ("elementwise_div", ("X", "Y", "Out"), ("X",), _div_case, "Out = X / Y")):
+    register_op(_type, inputs=["X", "Y"], outputs=["Out"], attrs=[_AXIS],
+                infer_shape=_elementwise_shape,
+                grad=GradOp(reads=_reads, no_need_buffer=_no_buffer), case=_case, doc=_doc)

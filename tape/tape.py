@@ -1,0 +1,220 @@
+"""OpHandle, Tape, the per-thread global tape and ``no_grad``."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+import numpy as np
+
+from . import dtypes
+from .errors import InvalidArgumentError, PreconditionNotMetError
+from .place import CPU
+from .registry import InferShapeContext, OpInfo, op_info
+from .variable import Variable, unique_name
+
+_serials = itertools.count(1)
+_local = threading.local()
+
+
+class OpHandle:
+    """One recorded op: its OpInfo, ``{slot: [entry]}`` inputs and outputs, attributes.
+
+    An entry is the Variable itself when backward reads its value (the grad maker declares it)
+    or when it is a leaf that receives a gradient; otherwise only its VarDesc, so the value is
+    freed as soon as the user drops it.
+    """
+
+    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype")
+
+    def __init__(self, info: OpInfo, inputs: dict, outputs: dict, attrs: dict, dtype: int):
+        self.info = info
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs = attrs
+        self.dtype = dtype
+
+    @property
+    def type(self) -> str:
+        return self.info.type
+
+    def __repr__(self):
+        def names(slots):
+            return ", ".join(f"{k}={[e.name for e in v]}" for k, v in slots.items())
+        return f"OpHandle({names(self.outputs)} = {self.type}({names(self.inputs)}))"
+
+
+def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
+    """The dtype that picks the kernel: the first floating input, else the first input, else attr."""
+    first = None
+    for slot in info.input_names:
+        for d in descs.get(slot, ()):
+            if d.dtype in dtypes.FLOATING:
+                return d.dtype
+            if first is None:
+                first = d.dtype
+    if first is not None:
+        return first
+    return attrs.get(info.kernel_dtype_attr, dtypes.FP32)
+
+
+class Tape:
+    """Records the ops that lead to Variables that want gradients; ``backward`` replays them."""
+
+    __slots__ = ("serial", "_ops", "_spent")
+
+    def __init__(self):
+        self.serial = next(_serials)
+        self._ops: list[OpHandle] = []
+        self._spent = False
+
+    def __len__(self):
+        return len(self._ops)
+
+    def __iter__(self):
+        return iter(self._ops)
+
+    def add_op(self, type: str, inputs: dict, outputs: dict | None = None,
+               attrs: dict | None = None) -> dict:
+        """Run op ``type`` now and record it; returns ``{slot: [Variable]}`` of its outputs.
+
+        ``inputs`` is ``{slot: [Variable]}``; ``outputs`` likewise, naming Variables to write
+        (omitted: new Variables are made).
+        """
+        info = op_info(type)
+        for slot in inputs:
+            if slot not in info.input_names:
+                raise InvalidArgumentError(f"{type}: unknown input slot '{slot}'; the op takes "
+                                           f"{list(info.input_names)}")
+        if outputs is not None:
+            for slot in outputs:
+                if slot not in info.output_names:
+                    raise InvalidArgumentError(f"{type}: unknown output slot '{slot}'; the op "
+                                               f"writes {list(info.output_names)}")
+        return self.run(info, inputs, attrs, outputs)
+
+    def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
+        """Check, infer shapes, run the kernel and record: the body of every eager op."""
+        attrs = info.check_attrs(attrs)
+        descs, arrays = {}, {}
+        requires_grad = False
+        for slot in info.inputs:
+            name = slot.name
+            vs = inputs.get(name)
+            if not vs:
+                if slot.dispensable:
+                    continue
+                raise InvalidArgumentError(f"{info.type}: input '{name}' is required but was "
+                                           f"not given")
+            if not slot.duplicable and len(vs) != 1:
+                raise InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, "
+                                           f"received {len(vs)}")
+            for v in vs:
+                if not isinstance(v, Variable):
+                    raise InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, "
+                                               f"received {type(v).__name__}")
+                if v._value is None:
+                    raise InvalidArgumentError(f"{info.type}: input '{name}' ({v.name}) holds "
+                                               f"no value")
+                if not v.desc.stop_gradient:
+                    requires_grad = True
+                    if v._tape and v._tape != self.serial:
+                        raise PreconditionNotMetError(
+                            f"{info.type}: input '{name}' ({v.name}) was computed on a tape that "
+                            f"has since been reset, so no gradient can flow through it; call "
+                            f"{v.name}.detach() to use its value as a constant")
+            if slot.duplicable:
+                descs[name] = [v.desc for v in vs]
+                arrays[name] = [v._value for v in vs]
+            else:
+                descs[name] = [vs[0].desc]
+                arrays[name] = vs[0]._value
+
+        ctx = InferShapeContext(info.type, descs, attrs)
+        info.infer_shape(ctx)
+        dtype = _kernel_dtype(info, descs, attrs)
+        result = info.kernel(CPU, dtype).call(arrays, attrs, None)
+
+        record = requires_grad and info.grad is not None and _grad_enabled()
+        if record and self._spent:
+            raise PreconditionNotMetError(
+                f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() "
+                f"before recording a new computation")
+        produced = {}
+        specs = ctx.outs
+        if len(info.outputs) == 1:
+            result = (result,)
+        for slot, value in zip(info.outputs, result):
+            spec = specs.get(slot.name)
+            if spec is None:
+                continue
+            given = outputs.get(slot.name) if outputs is not None else None
+            values = value if slot.duplicable else (value,)
+            vs = []
+            for i, (shape, out_dtype) in enumerate(spec):
+                v = given[i] if given else Variable(name=unique_name())
+                v.desc.shape = shape
+                v.desc.dtype = out_dtype
+                v.desc.stop_gradient = not record
+                v._value = values[i]
+                v._tape = self.serial if record else 0
+                vs.append(v)
+            produced[slot.name] = vs
+        if record:
+            self._record(info, inputs, produced, attrs, dtype)
+        return produced
+
+    def _record(self, info, inputs, produced, attrs, dtype):
+        keeps = info.grad.keeps
+        ins = {}
+        for slot, vs in inputs.items():
+            if slot in keeps:
+                ins[slot] = list(vs)
+            else:
+                ins[slot] = [v if (v._tape == 0 and not v.desc.stop_gradient) else v.desc
+                             for v in vs]
+        outs = {slot: (vs if slot in keeps else [v.desc for v in vs])
+                for slot, vs in produced.items()}
+        self._ops.append(OpHandle(info, ins, outs, attrs, dtype))
+
+    def backward(self, loss: Variable) -> None:
+        """Gradients of ``loss`` (seeded with ones) into ``.grad`` of the leaves that want them."""
+        from .backward import run_backward
+        if self._spent:
+            raise PreconditionNotMetError(
+                "backward was already run on this tape, which released its ops; call "
+                "tape.reset_global_tape() and run the forward pass again")
+        if loss._tape != self.serial:
+            raise PreconditionNotMetError(
+                f"backward: {loss.name} was not computed on this tape from any Variable with "
+                f"stop_gradient=False, so it has no gradient to propagate")
+        ops, self._ops, self._spent = self._ops, [], True
+        run_backward(ops, {loss.name: np.ones_like(loss._value)})
+
+
+def _grad_enabled() -> bool:
+    return getattr(_local, "no_grad_depth", 0) == 0
+
+
+def get_global_tape() -> Tape:
+    """This thread's tape (made on first use)."""
+    t = getattr(_local, "tape", None)
+    if t is None:
+        t = _local.tape = Tape()
+    return t
+
+
+def reset_global_tape() -> Tape:
+    """Start a new tape for this thread: once per training iteration, as in DyNet."""
+    t = _local.tape = Tape()
+    return t
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Run ops without recording them: their outputs never want gradients."""
+    _local.no_grad_depth = getattr(_local, "no_grad_depth", 0) + 1
+    try:
+        yield
+    finally:
+        _local.no_grad_depth -= 1
