@@ -81,19 +81,30 @@ def _make_plan(h) -> list:
 
 
 def _plan(h) -> list:
-    if h.info.grad.depends_on_attrs:
+    info = h.info
+    if info.grad.depends_on_attrs:
         return _make_plan(h)
-    key = _plan_key(h)
+    key = info.type if info.fixed_arity else _plan_key(h)
     plan = _plans.get(key)
     if plan is None:
         plan = _plans[key] = _make_plan(h)
     return plan
 
 
+_shape_only_cache: dict = {}
+
+
 def shape_only(shape, dtype) -> np.ndarray:
-    """An array with a shape and dtype but no buffer (zero strides): what a grad kernel gets for
-    a no-need-buffer input, whose values the tape did not keep."""
-    return np.broadcast_to(np.zeros((), dtype), shape)
+    """A read-only array with a shape and dtype but no buffer (zero strides): what a grad kernel
+    gets for a no-need-buffer input, whose values the tape did not keep. Cached per shape."""
+    key = (shape, dtype)
+    a = _shape_only_cache.get(key)
+    if a is None:
+        if len(_shape_only_cache) >= 4096:
+            _shape_only_cache.clear()
+        a = np.broadcast_to(np.zeros((), dtypes.to_numpy(dtype)), shape)
+        _shape_only_cache[key] = a
+    return a
 
 
 def _desc(entry):
@@ -118,7 +129,7 @@ def _run_step(step, h, grads, temps, leaves):
                 entry = (h.inputs if kind == _FWD_IN else h.outputs)[fslot][i]
                 if fslot in no_need_buffer:
                     d = _desc(entry)
-                    values.append(shape_only(d.shape, dtypes.to_numpy(d.dtype)))
+                    values.append(shape_only(d.shape, d.dtype))
                 else:
                     values.append(entry._value)
             elif kind == _OUT_GRAD:

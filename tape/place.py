@@ -2,20 +2,22 @@
 
 
 class Place:
-    __slots__ = ()
+    """``key`` identifies the place in kernel tables (a plain tuple: cheap to hash)."""
+
+    __slots__ = ("key",)
 
     def __eq__(self, other):
-        return type(self) is type(other) and self._key() == other._key()
+        return isinstance(other, Place) and self.key == other.key
 
     def __hash__(self):
-        return hash((type(self).__name__, self._key()))
-
-    def _key(self):
-        return ()
+        return hash(self.key)
 
 
 class CPUPlace(Place):
     """The host: values are numpy arrays."""
+
+    def __init__(self):
+        self.key = ("cpu",)
 
     def __repr__(self):
         return "CPUPlace"
@@ -28,9 +30,7 @@ class CUDAPlace(Place):
 
     def __init__(self, device_id: int = 0):
         self.device_id = device_id
-
-    def _key(self):
-        return (self.device_id,)
+        self.key = ("cuda", device_id)
 
     def __repr__(self):
         return f"CUDAPlace({self.device_id})"

@@ -345,7 +345,7 @@ class OpInfo:
 
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
-                 "kernel_dtype_attr")
+                 "kernel_dtype_attr", "fixed_arity", "slot_specs", "shape_cache")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -362,6 +362,10 @@ class OpInfo:
         self.output_names = tuple(s.name for s in self.outputs)
         self.visible_outputs = tuple(s.name for s in self.outputs if not s.intermediate)
         self.kernel_dtype_attr = "dtype" if "dtype" in self.attrs else None
+        self.shape_cache = {}
+        self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
+        self.fixed_arity = not any(s.duplicable or s.dispensable
+                                   for s in self.inputs + self.outputs)
 
     def check_attrs(self, attrs) -> dict:
         """Validate given attributes against the proto and fill defaults."""
@@ -387,9 +391,9 @@ class OpInfo:
                                    f"must be given")
 
     def kernel(self, place, dtype: int) -> Kernel:
-        k = self.kernels.get((place, dtype))
+        k = self.kernels.get((place.key, dtype))
         if k is None:
-            have = sorted(dtypes.name(d) for p, d in self.kernels if p == place)
+            have = sorted(dtypes.name(d) for p, d in self.kernels if p == place.key)
             raise NotFoundError(f"{self.type}: no kernel for ({place}, {dtypes.name(dtype)}); "
                                 f"registered: {have or 'none'}")
         if k.call is None:
@@ -431,6 +435,6 @@ def kernel(op_type: str, types=FLOAT_TYPES, place=CPU):
         info = op_info(op_type)
         k = Kernel(fn)
         for d in types:
-            info.kernels[(place, d)] = k
+            info.kernels[(place.key, d)] = k
         return fn
     return register

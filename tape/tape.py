@@ -11,9 +11,12 @@ from . import dtypes
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .place import CPU
 from .registry import InferShapeContext, OpInfo, op_info
-from .variable import Variable, unique_name
+from .desc import VarDesc
+from .variable import Variable, name_source, new_variable
 
 _serials = itertools.count(1)
+_tmp_names = name_source("tmp")
+_CPU_KEY = CPU.key
 _local = threading.local()
 
 
@@ -42,6 +45,30 @@ class OpHandle:
         def names(slots):
             return ", ".join(f"{k}={[e.name for e in v]}" for k, v in slots.items())
         return f"OpHandle({names(self.outputs)} = {self.type}({names(self.inputs)}))"
+
+
+_SHAPE_CACHE_LIMIT = 4096
+
+
+def _infer_shapes(info: OpInfo, descs: dict, attrs: dict) -> dict:
+    """Run the op's shape rule, memoised: a rule is a pure function of the input shapes, dtypes
+    and attributes, and an eager loop asks the same question every iteration."""
+    key = [attrs if attrs is info.defaults else tuple(attrs.items())]
+    for ds in descs.values():
+        for d in ds:
+            key.append(d.shape)
+            key.append(d.dtype)
+    key = tuple(key) if attrs is not info.defaults else tuple(key[1:])
+    cache = info.shape_cache
+    specs = cache.get(key)
+    if specs is None:
+        ctx = InferShapeContext(info.type, descs, attrs)
+        info.infer_shape(ctx)
+        specs = ctx.outs
+        if len(cache) >= _SHAPE_CACHE_LIMIT:
+            cache.clear()
+        cache[key] = specs
+    return specs
 
 
 def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
@@ -98,50 +125,57 @@ class Tape:
         attrs = info.check_attrs(attrs)
         descs, arrays = {}, {}
         requires_grad = False
-        for slot in info.inputs:
-            name = slot.name
+        dtype = None
+        for name, duplicable, dispensable in info.slot_specs:
             vs = inputs.get(name)
             if not vs:
-                if slot.dispensable:
+                if dispensable:
                     continue
                 raise InvalidArgumentError(f"{info.type}: input '{name}' is required but was "
                                            f"not given")
-            if not slot.duplicable and len(vs) != 1:
+            if not duplicable and len(vs) != 1:
                 raise InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, "
                                            f"received {len(vs)}")
             for v in vs:
-                if not isinstance(v, Variable):
+                if v.__class__ is not Variable and not isinstance(v, Variable):
                     raise InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, "
                                                f"received {type(v).__name__}")
                 if v._value is None:
                     raise InvalidArgumentError(f"{info.type}: input '{name}' ({v.name}) holds "
                                                f"no value")
-                if not v.desc.stop_gradient:
+                d = v.desc
+                if dtype is None and d.dtype in dtypes.FLOATING:
+                    dtype = d.dtype
+                if not d.stop_gradient:
                     requires_grad = True
                     if v._tape and v._tape != self.serial:
                         raise PreconditionNotMetError(
                             f"{info.type}: input '{name}' ({v.name}) was computed on a tape that "
                             f"has since been reset, so no gradient can flow through it; call "
                             f"{v.name}.detach() to use its value as a constant")
-            if slot.duplicable:
+            if duplicable:
                 descs[name] = [v.desc for v in vs]
                 arrays[name] = [v._value for v in vs]
             else:
-                descs[name] = [vs[0].desc]
+                descs[name] = (vs[0].desc,)
                 arrays[name] = vs[0]._value
 
-        ctx = InferShapeContext(info.type, descs, attrs)
-        info.infer_shape(ctx)
-        dtype = _kernel_dtype(info, descs, attrs)
-        result = info.kernel(CPU, dtype).call(arrays, attrs, None)
+        specs = _infer_shapes(info, descs, attrs)
+        if dtype is None:
+            dtype = _kernel_dtype(info, descs, attrs)
+        k = info.kernels.get((_CPU_KEY, dtype))
+        call = k.call if k is not None else None
+        if call is None:
+            call = info.kernel(CPU, dtype).call
+        result = call(arrays, attrs, None)
 
         record = requires_grad and info.grad is not None and _grad_enabled()
         if record and self._spent:
             raise PreconditionNotMetError(
                 f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() "
                 f"before recording a new computation")
+        serial = self.serial if record else 0
         produced = {}
-        specs = ctx.outs
         if len(info.outputs) == 1:
             result = (result,)
         for slot, value in zip(info.outputs, result):
@@ -150,32 +184,34 @@ class Tape:
                 continue
             given = outputs.get(slot.name) if outputs is not None else None
             values = value if slot.duplicable else (value,)
-            vs = []
-            for i, (shape, out_dtype) in enumerate(spec):
-                v = given[i] if given else Variable(name=unique_name())
-                v.desc.shape = shape
-                v.desc.dtype = out_dtype
-                v.desc.stop_gradient = not record
-                v._value = values[i]
-                v._tape = self.serial if record else 0
-                vs.append(v)
-            produced[slot.name] = vs
-        if record:
-            self._record(info, inputs, produced, attrs, dtype)
-        return produced
-
-    def _record(self, info, inputs, produced, attrs, dtype):
-        keeps = info.grad.keeps
-        ins = {}
-        for slot, vs in inputs.items():
-            if slot in keeps:
-                ins[slot] = list(vs)
+            if given:
+                for v, (shape, out_dtype), val in zip(given, spec, values):
+                    d = v.desc
+                    d.shape, d.dtype, d.stop_gradient = shape, out_dtype, not record
+                    v._value, v._tape = val, serial
+                produced[slot.name] = given
             else:
-                ins[slot] = [v if (v._tape == 0 and not v.desc.stop_gradient) else v.desc
-                             for v in vs]
-        outs = {slot: (vs if slot in keeps else [v.desc for v in vs])
-                for slot, vs in produced.items()}
-        self._ops.append(OpHandle(info, ins, outs, attrs, dtype))
+                produced[slot.name] = [
+                    new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not record),
+                                 val, serial)
+                    for (shape, out_dtype), val in zip(spec, values)]
+        if record:
+            keeps = info.grad.keeps
+            ins = {}
+            for slot, vs in inputs.items():
+                if slot in keeps:
+                    ins[slot] = vs
+                    continue
+                kept = []
+                for v in vs:
+                    d = v.desc
+                    kept.append(v if v._tape == 0 and not d.stop_gradient else d)
+                ins[slot] = kept
+            outs = {}
+            for slot, vs in produced.items():
+                outs[slot] = vs if slot in keeps else [v.desc for v in vs]
+            self._ops.append(OpHandle(info, ins, outs, attrs, dtype))
+        return produced
 
     def backward(self, loss: Variable) -> None:
         """Gradients of ``loss`` (seeded with ones) into ``.grad`` of the leaves that want them."""

@@ -8,16 +8,20 @@ import numpy as np
 from . import dtypes
 from .desc import VarDesc
 
-_counter = itertools.count()
-_prefix_counters: dict[str, itertools.count] = {}
+_name_sources: dict = {}
+
+
+def name_source(prefix: str):
+    """The iterator of process-unique names ``prefix_0, prefix_1, ...`` (one per prefix)."""
+    source = _name_sources.get(prefix)
+    if source is None:
+        source = _name_sources[prefix] = map(f"{prefix}_{{}}".format, itertools.count())
+    return source
 
 
 def unique_name(prefix: str = "tmp") -> str:
     """A process-unique name: ``tmp_12``, ``linear_0``."""
-    counter = _prefix_counters.get(prefix)
-    if counter is None:
-        counter = _prefix_counters[prefix] = itertools.count()
-    return f"{prefix}_{next(counter)}"
+    return next(name_source(prefix))
 
 
 def _as_array(value):
@@ -27,6 +31,13 @@ def _as_array(value):
     if arr.dtype == np.float64 and not isinstance(value, np.generic):
         arr = arr.astype(np.float32)   # Python floats default to float32, as in Paddle and PyTorch
     return arr
+
+
+def new_variable(desc: VarDesc, value, tape: int) -> Variable:
+    """A Variable from a ready VarDesc and value (the eager hot path: no checks, no conversion)."""
+    v = object.__new__(Variable)
+    v.desc, v._value, v.grad, v._tape = desc, value, None, tape
+    return v
 
 
 class Variable:

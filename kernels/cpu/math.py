@@ -1,1 +1,86 @@
-"""(family under construction)"""
+"""mul, matmul_v2, scale and sum: BLAS through numpy's ``@``, and plain ufuncs."""
+import math
+
+import numpy as np
+
+from tape.registry import kernel
+
+from .broadcast import unbroadcast
+
+
+def _flatten(a, num_col_dims):
+    return a.reshape(math.prod(a.shape[:num_col_dims]), math.prod(a.shape[num_col_dims:]))
+
+
+@kernel("mul")
+def mul(X, Y, x_num_col_dims, y_num_col_dims):
+    out = _flatten(X, x_num_col_dims) @ _flatten(Y, y_num_col_dims)
+    return out.reshape(X.shape[:x_num_col_dims] + Y.shape[y_num_col_dims:])
+
+
+@kernel("mul_grad")
+def mul_grad(X, Y, dOut, x_num_col_dims, y_num_col_dims, wants):
+    x, y = _flatten(X, x_num_col_dims), _flatten(Y, y_num_col_dims)
+    dout = dOut.reshape(x.shape[0], y.shape[1])
+    dx = (dout @ y.T).reshape(X.shape) if "X@GRAD" in wants else None
+    dy = (x.T @ dout).reshape(Y.shape) if "Y@GRAD" in wants else None
+    return dx, dy
+
+
+def _swap(a):
+    return a.swapaxes(-1, -2)
+
+
+@kernel("matmul_v2")
+def matmul_v2(X, Y, trans_x, trans_y):
+    x = _swap(X) if trans_x and X.ndim > 1 else X
+    y = _swap(Y) if trans_y and Y.ndim > 1 else Y
+    return np.asarray(x @ y)   # 1-D @ 1-D gives a numpy scalar
+
+
+@kernel("matmul_v2_grad")
+def matmul_v2_grad(X, Y, dOut, trans_x, trans_y, wants):
+    # As matrices: a 1-D X is a row, a 1-D Y a column, and dOut gets their unit dims back.
+    x = X if X.ndim > 1 else X[None, :]
+    y = Y if Y.ndim > 1 else Y[:, None]
+    g = dOut if Y.ndim > 1 else dOut[..., None]
+    g = g if X.ndim > 1 else g[..., None, :]
+    trans_x, trans_y = trans_x and X.ndim > 1, trans_y and Y.ndim > 1
+    dx = dy = None
+    if "X@GRAD" in wants:
+        if trans_x:
+            dx = (_swap(y) if trans_y else y) @ _swap(g)
+        else:
+            dx = g @ (y if trans_y else _swap(y))
+        dx = unbroadcast(dx, X.shape, x.shape)
+    if "Y@GRAD" in wants:
+        if trans_y:
+            dy = _swap(g) @ (_swap(x) if trans_x else x)
+        else:
+            dy = (x if trans_x else _swap(x)) @ g
+        dy = unbroadcast(dy, Y.shape, y.shape)
+    return dx, dy
+
+
+@kernel("scale")
+def scale(X, scale, bias, bias_after_scale):
+    # On the hot path (``v * 2.0``, ``v + 1.0``): one pass when bias or scale is trivial.
+    if bias == 0.0:
+        return X * scale
+    if not bias_after_scale:
+        bias *= scale
+    if scale == 1.0:
+        return X + bias
+    out = X * scale
+    out += bias
+    return out
+
+
+@kernel("sum")
+def sum_inputs(X):
+    if len(X) == 1:
+        return X[0].copy()
+    out = X[0] + X[1]
+    for x in X[2:]:
+        out += x
+    return out

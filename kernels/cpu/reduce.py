@@ -1,1 +1,55 @@
-"""(family under construction)"""
+"""mean, reduce_sum and reduce_mean: numpy reductions, gradients broadcast back."""
+import math
+
+import numpy as np
+
+from tape.registry import kernel
+
+
+@kernel("mean")
+def mean(X):
+    return np.asarray(X.mean())   # a 0-D array, not a numpy scalar
+
+
+@kernel("mean_grad")
+def mean_grad(X, dOut):
+    return np.full(X.shape, dOut / X.size, X.dtype)
+
+
+def _axes(dim, reduce_all, ndim):
+    """The reduced axes as numpy takes them (None: all), as the shape rule validated them."""
+    if reduce_all or not dim or ndim == 0:
+        return None
+    return tuple(axis % ndim for axis in dim)
+
+
+@kernel("reduce_sum")
+def reduce_sum(X, dim, keep_dim, reduce_all):
+    return np.asarray(np.sum(X, axis=_axes(dim, reduce_all, X.ndim), keepdims=keep_dim))
+
+
+@kernel("reduce_mean")
+def reduce_mean(X, dim, keep_dim, reduce_all):
+    return np.asarray(np.mean(X, axis=_axes(dim, reduce_all, X.ndim), keepdims=keep_dim))
+
+
+def _spread(dOut, shape, axes, factor=None):
+    """dOut, of the reduced shape, broadcast back to ``shape`` (times ``factor``) in a new array."""
+    axes = range(len(shape)) if axes is None else axes
+    kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    g = dOut.reshape(kept) if factor is None else dOut.reshape(kept) * factor
+    out = np.empty(shape, dOut.dtype)
+    out[...] = g
+    return out
+
+
+@kernel("reduce_sum_grad")
+def reduce_sum_grad(X, dOut, dim, reduce_all):
+    return _spread(dOut, X.shape, _axes(dim, reduce_all, X.ndim))
+
+
+@kernel("reduce_mean_grad")
+def reduce_mean_grad(X, dOut, dim, reduce_all):
+    axes = _axes(dim, reduce_all, X.ndim)
+    count = X.size if axes is None else math.prod(X.shape[i] for i in axes)
+    return _spread(dOut, X.shape, axes, 1.0 / count)

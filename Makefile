@@ -1,0 +1,32 @@
+# `make demo` and `make test` are all the set-up a fresh machine needs (Python >= 3.10 + pip).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,sys; print(hashlib.sha1(open('pyproject.toml','rb').read()).hexdigest()[:12])")
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,examples]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/python examples/digits.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/per_op.py
+	$(BIN)/python benchmarks/mlp.py
+	$(BIN)/python benchmarks/startup.py
+
+lint: $(STAMP)
+	$(BIN)/python -m pip install --quiet ruff
+	$(BIN)/ruff check tape kernels layers optim tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

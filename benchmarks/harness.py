@@ -1,0 +1,143 @@
+"""Shared benchmark plumbing: timing, thread report, optional peers, markdown tables.
+
+The scripts beside this file import it by name (``python benchmarks/<script>.py`` puts this
+folder on ``sys.path``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+NUMPY = "numpy"
+TORCH = "PyTorch"
+TAPE = "Tape"
+
+
+def parse_args(description: str, argv=None, extra=()) -> argparse.Namespace:
+    """``--quick`` plus ``extra`` = ``[(flag, help)]`` boolean flags."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: few, short repeats (figures are rough)")
+    for flag, text in extra:
+        parser.add_argument(flag, action="store_true", help=text)
+    return parser.parse_args(argv)
+
+
+def import_torch():
+    """``torch``, or None when it is not importable (its column is then skipped with a note)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def import_tape_or_reason(*names: str):
+    """``(tape, None)``, or ``(None, reason)`` when tape or one of ``names`` is still missing.
+
+    ``names`` are dotted attributes of the tape module that a benchmark needs, e.g.
+    ``"ops.reduce_sum"`` or ``"layers.Linear"``.
+    """
+    try:
+        import tape
+        from tape import layers, optim  # noqa: F401  (makes tape.layers / tape.optim resolvable)
+    except ImportError as e:
+        return None, f"import tape failed: {e}"
+    missing = []
+    for name in names:
+        obj = tape
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            missing.append(f"tape.{name}")
+    if missing:
+        return None, "not yet in the library: " + ", ".join(missing)
+    return tape, None
+
+
+def threads_report(torch=None) -> str:
+    """One line: the BLAS / OpenMP thread pools numpy and torch will use (defaults untouched)."""
+    parts = [f"cores={os.cpu_count()}"]
+    env = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                            "MKL_NUM_THREADS") if k in os.environ]
+    parts.append("env: " + (", ".join(env) if env else "no thread variables set"))
+    try:
+        from threadpoolctl import threadpool_info
+        pools = [f"{p['internal_api']} {p.get('version') or ''} threads={p['num_threads']}"
+                 .replace("  ", " ") for p in threadpool_info()]
+        parts.append("pools: " + "; ".join(pools))
+    except ImportError:
+        parts.append("numpy BLAS threads: unknown (threadpoolctl not installed)")
+    if torch is not None:
+        parts.append(f"torch {torch.__version__}: intra-op threads={torch.get_num_threads()}, "
+                     f"inter-op threads={torch.get_num_interop_threads()}")
+    return " | ".join(parts)
+
+
+def _calibrate(fn, target: float) -> int:
+    """Calls per repeat so that one repeat lasts about ``target`` seconds."""
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= target / 4 or number >= 1 << 20:
+            return max(1, round(number * target / max(elapsed, 1e-9)))
+        number *= 4
+
+
+def measure(fn, *, repeats: int = 7, target: float = 0.2, warmup: int = 3) -> float:
+    """Median seconds per call of ``fn()``: ``warmup`` calls, then ``repeats`` timed batches.
+
+    Each batch runs as many calls as fit in about ``target`` seconds. The garbage collector
+    stays on, as in a user's loop.
+    """
+    for _ in range(warmup):
+        fn()
+    number = _calibrate(fn, target)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return statistics.median(times)
+
+
+def timing_options(quick: bool) -> dict:
+    return {"repeats": 3, "target": 0.03, "warmup": 1} if quick else {}
+
+
+def _ratio(value, base) -> str:
+    if value is None or base is None:
+        return "—"
+    return f"{value / base:.2f}×"
+
+
+def print_table(title: str, unit: str, rows: list, baselines=(NUMPY, TORCH),
+                digits: int = 2) -> None:
+    """Markdown table of ``rows`` = ``[(library, value or None, note)]`` with ratios.
+
+    A ratio is value / baseline value (above 1: slower or bigger than the baseline). A row whose
+    value is None shows its note instead of a figure.
+    """
+    base = {lib: value for lib, value, _ in rows if value is not None}
+    print(f"\n### {title}\n")
+    header = ["library", unit] + [f"vs {b}" for b in baselines]
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |")
+    for lib, value, note in rows:
+        if value is None:
+            cells = [lib, f"— ({note})"] + ["—"] * len(baselines)
+        else:
+            figure = f"{value:.{digits}f}" + (f" ({note})" if note else "")
+            cells = [lib, figure] + [_ratio(value, base.get(b)) for b in baselines]
+        print("| " + " | ".join(cells) + " |")
+
+
+def print_notes(notes: list) -> None:
+    for note in notes:
+        print(f"- {note}")
