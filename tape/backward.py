@@ -16,19 +16,22 @@ from .place import CPU
 from .registry import GRAD_SUFFIX, op_info
 from .variable import Variable
 
-_FWD_IN, _FWD_OUT, _OUT_GRAD, _IN_GRAD, _TEMP = range(5)
+# How a grad-op slot binds: a forward input/output value, only its shape (no-need-buffer),
+# the gradient of a forward output, the gradient of a forward input, or a temporary.
+_FWD_IN, _FWD_OUT, _META_IN, _META_OUT, _OUT_GRAD, _IN_GRAD, _TEMP = range(7)
 
 
 class _Step:
     """One grad op of a plan: its OpInfo, how its slots bind, and constant attrs (or None)."""
 
-    __slots__ = ("info", "ins", "outs", "attrs")
+    __slots__ = ("info", "ins", "outs", "attrs", "calls")
 
     def __init__(self, info, ins, outs, attrs):
         self.info = info
         self.ins = ins      # ((grad slot, duplicable, ((kind, fwd slot or temp name, index), ...)), ...)
         self.outs = outs    # same form, in the grad op's output-slot order
         self.attrs = attrs
+        self.calls = {}     # dtype -> bound kernel
 
 
 _plans: dict = {}
@@ -69,15 +72,26 @@ def _make_plan(h) -> list:
                                                f"which is not an input gradient")
                 bound.append(ref)
             outs.append((s.name, s.duplicable, tuple(bound)))
-        for _, _, bound in ins:
-            for kind, slot, _ in bound:
-                if kind in (_FWD_IN, _FWD_OUT) and slot not in info.grad.reads:
-                    raise InvalidArgumentError(
-                        f"{info.type}: grad op {gop.type} reads forward slot '{slot}' that the "
-                        f"grad maker does not declare in reads={sorted(info.grad.reads)}")
+        ins = tuple((slot, dup, tuple(_value_or_meta(info, gop, ref) for ref in bound))
+                    for slot, dup, bound in ins)
         attrs = None if gop.attrs == h.attrs else gop.attrs
         steps.append(_Step(ginfo, ins, tuple(outs), attrs))
     return steps
+
+
+def _value_or_meta(info, gop, ref):
+    """A forward-value binding, turned into a shape-only one for a no-need-buffer slot; reading
+    a forward slot the grad maker did not declare is an error (the tape did not keep it)."""
+    kind, slot, i = ref
+    if kind not in (_FWD_IN, _FWD_OUT):
+        return ref
+    if slot not in info.grad.reads:
+        raise InvalidArgumentError(
+            f"{info.type}: grad op {gop.type} reads forward slot '{slot}' that the grad maker "
+            f"does not declare in reads={sorted(info.grad.reads)}")
+    if slot in info.grad.no_need_buffer:
+        return (_META_IN if kind == _FWD_IN else _META_OUT, slot, i)
+    return ref
 
 
 def _plan(h) -> list:
@@ -107,42 +121,45 @@ def shape_only(shape, dtype) -> np.ndarray:
     return a
 
 
-def _desc(entry):
-    return entry.desc if type(entry) is Variable else entry
-
-
 def _run_step(step, h, grads, temps, leaves):
+    inputs = h.inputs
     wants = set()
     for slot, _, bound in step.outs:
         for kind, fslot, i in bound:
-            if kind == _TEMP or not _desc(h.inputs[fslot][i]).stop_gradient:
+            if kind == _TEMP:
+                wants.add(slot)
+                break
+            e = inputs[fslot][i]
+            if not (e.desc if type(e) is Variable else e).stop_gradient:
                 wants.add(slot)
                 break
     if not wants:
         return
     args = {}
-    no_need_buffer = h.info.grad.no_need_buffer
     for slot, duplicable, bound in step.ins:
         values = []
         for kind, fslot, i in bound:
-            if kind == _FWD_IN or kind == _FWD_OUT:
-                entry = (h.inputs if kind == _FWD_IN else h.outputs)[fslot][i]
-                if fslot in no_need_buffer:
-                    d = _desc(entry)
-                    values.append(shape_only(d.shape, d.dtype))
-                else:
-                    values.append(entry._value)
-            elif kind == _OUT_GRAD:
-                d = h.outputs[fslot][i]
-                d = _desc(d)
+            if kind == _OUT_GRAD:
+                e = h.outputs[fslot][i]
+                d = e.desc if type(e) is Variable else e
                 g = grads.get(d.name)
                 values.append(g if g is not None
                               else np.zeros(d.shape, dtypes.to_numpy(d.dtype)))
-            else:
+            elif kind == _FWD_IN:
+                values.append(inputs[fslot][i]._value)
+            elif kind == _FWD_OUT:
+                values.append(h.outputs[fslot][i]._value)
+            elif kind == _TEMP:
                 values.append(temps[fslot])
+            else:
+                e = (inputs if kind == _META_IN else h.outputs)[fslot][i]
+                d = e.desc if type(e) is Variable else e
+                values.append(shape_only(d.shape, d.dtype))
         args[slot] = values if duplicable else values[0]
-    attrs = h.attrs if step.attrs is None else step.attrs
-    result = step.info.kernel(CPU, h.dtype).call(args, attrs, wants)
+    call = step.calls.get(h.dtype)
+    if call is None:
+        call = step.calls[h.dtype] = step.info.kernel(CPU, h.dtype).call
+    result = call(args, h.attrs if step.attrs is None else step.attrs, wants)
     if len(step.outs) == 1:
         result = (result,)
     for (slot, duplicable, bound), value in zip(step.outs, result):
@@ -154,14 +171,17 @@ def _run_step(step, h, grads, temps, leaves):
             if kind == _TEMP:
                 temps[fslot] = g
                 continue
-            entry = h.inputs[fslot][i]
-            d = _desc(entry)
+            e = inputs[fslot][i]
+            if type(e) is Variable:
+                d = e.desc
+                if e._tape == 0 and not d.stop_gradient:
+                    leaves[d.name] = e
+            else:
+                d = e
             if d.stop_gradient:
                 continue
             old = grads.get(d.name)
             grads[d.name] = g if old is None else old + g
-            if type(entry) is Variable and entry._tape == 0:
-                leaves[d.name] = entry
 
 
 def run_backward(ops: list, seeds: dict) -> None:
@@ -176,8 +196,12 @@ def run_backward(ops: list, seeds: dict) -> None:
     temps = {}
     while ops:
         h = ops.pop()
-        outs = [_desc(e).name for es in h.outputs.values() for e in es]
-        if not any(n in grads for n in outs):
+        outs = [(e.desc if type(e) is Variable else e).name
+                for es in h.outputs.values() for e in es]
+        for n in outs:
+            if n in grads:
+                break
+        else:
             continue
         for step in _plan(h):
             _run_step(step, h, grads, temps, leaves)

@@ -345,7 +345,7 @@ class OpInfo:
 
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
-                 "kernel_dtype_attr", "fixed_arity", "slot_specs", "shape_cache")
+                 "kernel_dtype_attr", "fixed_arity", "slot_specs", "shape_cache", "attr_cache")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -363,6 +363,7 @@ class OpInfo:
         self.visible_outputs = tuple(s.name for s in self.outputs if not s.intermediate)
         self.kernel_dtype_attr = "dtype" if "dtype" in self.attrs else None
         self.shape_cache = {}
+        self.attr_cache = {}
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
         self.fixed_arity = not any(s.duplicable or s.dispensable
                                    for s in self.inputs + self.outputs)
@@ -384,6 +385,27 @@ class OpInfo:
         if len(full) != len(self.attrs):
             self._missing_attrs(full)
         return full
+
+    def checked_attrs(self, attrs):
+        """``(check_attrs(attrs), a hashable key of the result)``, remembered per distinct call.
+
+        The cache key carries each value's type, so ``1`` and ``1.0`` and ``True`` are told
+        apart and a value of the wrong type is rejected every time, not only the first.
+        """
+        if not attrs:
+            return self.check_attrs(attrs), ()
+        try:
+            key = (*attrs.items(), *map(type, attrs.values()))
+            hit = self.attr_cache.get(key)
+        except TypeError:   # a list value: unhashable until normalised
+            full = self.check_attrs(attrs)
+            return full, tuple(full.items())
+        if hit is None:
+            full = self.check_attrs(attrs)
+            if len(self.attr_cache) >= 1024:
+                self.attr_cache.clear()
+            hit = self.attr_cache[key] = (full, tuple(full.items()))
+        return hit
 
     def _missing_attrs(self, given):
         missing = sorted(set(self.attrs) - set(given))

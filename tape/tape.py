@@ -50,25 +50,16 @@ class OpHandle:
 _SHAPE_CACHE_LIMIT = 4096
 
 
-def _infer_shapes(info: OpInfo, descs: dict, attrs: dict) -> dict:
-    """Run the op's shape rule, memoised: a rule is a pure function of the input shapes, dtypes
-    and attributes, and an eager loop asks the same question every iteration."""
-    key = [attrs if attrs is info.defaults else tuple(attrs.items())]
-    for ds in descs.values():
-        for d in ds:
-            key.append(d.shape)
-            key.append(d.dtype)
-    key = tuple(key) if attrs is not info.defaults else tuple(key[1:])
+def _infer_shapes(info: OpInfo, descs: dict, attrs: dict, key: tuple) -> dict:
+    """Run the op's shape rule and remember the answer under ``key`` (the input shapes, dtypes
+    and attributes): a rule is pure, and an eager loop asks the same question every iteration."""
+    ctx = InferShapeContext(info.type, descs, attrs)
+    info.infer_shape(ctx)
     cache = info.shape_cache
-    specs = cache.get(key)
-    if specs is None:
-        ctx = InferShapeContext(info.type, descs, attrs)
-        info.infer_shape(ctx)
-        specs = ctx.outs
-        if len(cache) >= _SHAPE_CACHE_LIMIT:
-            cache.clear()
-        cache[key] = specs
-    return specs
+    if len(cache) >= _SHAPE_CACHE_LIMIT:
+        cache.clear()
+    cache[key] = ctx.outs
+    return ctx.outs
 
 
 def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
@@ -121,9 +112,16 @@ class Tape:
         return self.run(info, inputs, attrs, outputs)
 
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
-        """Check, infer shapes, run the kernel and record: the body of every eager op."""
-        attrs = info.check_attrs(attrs)
-        descs, arrays = {}, {}
+        """Check, infer shapes, run the kernel and record: the body of every eager op.
+
+        One pass over the inputs gathers what each later stage needs (VarDescs for the shape
+        rule, arrays for the kernel, the shape-cache key, the entries a handle would keep):
+        this runs for every op of every iteration.
+        """
+        attrs, attrs_key = info.checked_attrs(attrs)
+        descs, arrays, entries = {}, {}, {}
+        key = [attrs_key]
+        keeps = info.grad.keeps if info.grad is not None else ()
         requires_grad = False
         dtype = None
         for name, duplicable, dispensable in info.slot_specs:
@@ -136,31 +134,40 @@ class Tape:
             if not duplicable and len(vs) != 1:
                 raise InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, "
                                            f"received {len(vs)}")
+            kept = []
             for v in vs:
-                if v.__class__ is not Variable and not isinstance(v, Variable):
+                if not isinstance(v, Variable):
                     raise InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, "
                                                f"received {type(v).__name__}")
-                if v._value is None:
-                    raise InvalidArgumentError(f"{info.type}: input '{name}' ({v.name}) holds "
-                                               f"no value")
                 d = v.desc
+                if v._value is None:
+                    raise InvalidArgumentError(f"{info.type}: input '{name}' ({d.name}) holds "
+                                               f"no value")
+                key.append(d.shape)
+                key.append(d.dtype)
                 if dtype is None and d.dtype in dtypes.FLOATING:
                     dtype = d.dtype
-                if not d.stop_gradient:
-                    requires_grad = True
-                    if v._tape and v._tape != self.serial:
-                        raise PreconditionNotMetError(
-                            f"{info.type}: input '{name}' ({v.name}) was computed on a tape that "
-                            f"has since been reset, so no gradient can flow through it; call "
-                            f"{v.name}.detach() to use its value as a constant")
+                if d.stop_gradient:
+                    kept.append(v if name in keeps else d)
+                    continue
+                requires_grad = True
+                if v._tape and v._tape != self.serial:
+                    raise PreconditionNotMetError(
+                        f"{info.type}: input '{name}' ({d.name}) was computed on a tape that "
+                        f"has since been reset, so no gradient can flow through it; call "
+                        f"{d.name}.detach() to use its value as a constant")
+                kept.append(v if name in keeps or not v._tape else d)
+            entries[name] = kept
             if duplicable:
                 descs[name] = [v.desc for v in vs]
                 arrays[name] = [v._value for v in vs]
             else:
-                descs[name] = (vs[0].desc,)
-                arrays[name] = vs[0]._value
+                descs[name] = (d,)
+                arrays[name] = v._value
 
-        specs = _infer_shapes(info, descs, attrs)
+        specs = info.shape_cache.get(key := tuple(key))
+        if specs is None:
+            specs = _infer_shapes(info, descs, attrs, key)
         if dtype is None:
             dtype = _kernel_dtype(info, descs, attrs)
         k = info.kernels.get((_CPU_KEY, dtype))
@@ -175,7 +182,7 @@ class Tape:
                 f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() "
                 f"before recording a new computation")
         serial = self.serial if record else 0
-        produced = {}
+        produced, outs = {}, {}
         if len(info.outputs) == 1:
             result = (result,)
         for slot, value in zip(info.outputs, result):
@@ -189,28 +196,16 @@ class Tape:
                     d = v.desc
                     d.shape, d.dtype, d.stop_gradient = shape, out_dtype, not record
                     v._value, v._tape = val, serial
-                produced[slot.name] = given
+                vs = given
             else:
-                produced[slot.name] = [
-                    new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not record),
-                                 val, serial)
-                    for (shape, out_dtype), val in zip(spec, values)]
+                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not record),
+                                   val, serial)
+                      for (shape, out_dtype), val in zip(spec, values)]
+            produced[slot.name] = vs
+            if record:
+                outs[slot.name] = vs if slot.name in keeps else [v.desc for v in vs]
         if record:
-            keeps = info.grad.keeps
-            ins = {}
-            for slot, vs in inputs.items():
-                if slot in keeps:
-                    ins[slot] = vs
-                    continue
-                kept = []
-                for v in vs:
-                    d = v.desc
-                    kept.append(v if v._tape == 0 and not d.stop_gradient else d)
-                ins[slot] = kept
-            outs = {}
-            for slot, vs in produced.items():
-                outs[slot] = vs if slot in keeps else [v.desc for v in vs]
-            self._ops.append(OpHandle(info, ins, outs, attrs, dtype))
+            self._ops.append(OpHandle(info, entries, outs, attrs, dtype))
         return produced
 
     def backward(self, loss: Variable) -> None:
