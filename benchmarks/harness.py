@@ -59,7 +59,8 @@ def import_tape_or_reason(*names: str):
 
 def threads_report(torch=None) -> str:
     """One line: the BLAS / OpenMP thread pools numpy and torch will use (defaults untouched)."""
-    parts = [f"cores={os.cpu_count()}"]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    parts = [f"cores={os.cpu_count()} (load average {load})"]
     env = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                             "MKL_NUM_THREADS") if k in os.environ]
     parts.append("env: " + (", ".join(env) if env else "no thread variables set"))
@@ -89,26 +90,32 @@ def _calibrate(fn, target: float) -> int:
         number *= 4
 
 
-def measure(fn, *, repeats: int = 7, target: float = 0.2, warmup: int = 3) -> float:
-    """Median seconds per call of ``fn()``: ``warmup`` calls, then ``repeats`` timed batches.
+def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3) -> dict:
+    """``{name: median seconds per call}`` of the zero-argument callables ``fns``.
 
-    Each batch runs as many calls as fit in about ``target`` seconds. The garbage collector
-    stays on, as in a user's loop.
+    Each gets ``warmup`` calls, then ``repeats`` timed batches of as many calls as fit in about
+    ``target`` seconds. The batches of the different callables alternate, so a burst of load
+    from elsewhere on the machine hits them all alike. The garbage collector stays on, as in a
+    user's loop.
     """
-    for _ in range(warmup):
-        fn()
-    number = _calibrate(fn, target)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
+    numbers = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
             fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+        numbers[name] = _calibrate(fn, target)
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            number = numbers[name]
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[name].append((time.perf_counter() - start) / number)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def timing_options(quick: bool) -> dict:
-    return {"repeats": 3, "target": 0.03, "warmup": 1} if quick else {}
+    return {"repeats": 3, "target": 0.03, "warmup": 2} if quick else {}
 
 
 def _ratio(value, base) -> str:

@@ -13,9 +13,19 @@ import cProfile
 import pstats
 
 import numpy as np
-
-from harness import (NUMPY, TAPE, TORCH, import_tape_or_reason, import_torch, measure,
-                     parse_args, print_notes, print_table, threads_report, timing_options)
+from harness import (
+    NUMPY,
+    TAPE,
+    TORCH,
+    import_tape_or_reason,
+    import_torch,
+    measure,
+    parse_args,
+    print_notes,
+    print_table,
+    threads_report,
+    timing_options,
+)
 
 SIZE = 32
 PAIRS = 50                      # 100 elementwise ops
@@ -36,11 +46,11 @@ def numpy_forward():
 def numpy_forward_backward():
     """The forward chain, then the reverse pass by hand: d sum / d y is ones; each scale op
     multiplies the gradient by its factor, each shift passes it through."""
-    loss = numpy_forward()
+    numpy_forward()
     grad = np.ones_like(x_np)
     for _ in range(PAIRS):
         grad = grad * SCALE
-    return loss, grad
+    return grad
 
 
 def torch_functions(torch):
@@ -56,7 +66,7 @@ def torch_functions(torch):
     def forward_backward():
         x.grad = None
         chain().backward()
-        return x.grad
+        return x.grad.numpy()
 
     def no_grad_forward():
         with torch.no_grad():
@@ -79,7 +89,7 @@ def tape_functions(tape):
     def forward_backward():
         x.grad = None
         chain().backward()
-        return x.grad
+        return x.grad.value()
 
     def no_grad_forward():
         with tape.no_grad():
@@ -91,13 +101,12 @@ def tape_functions(tape):
 def check_gradients(results: dict) -> str:
     expected = np.full(SIZE, SCALE ** PAIRS, dtype=np.float32)
     bad = [lib for lib, grad in results.items()
-           if not np.allclose(np.asarray(grad, dtype=np.float32), expected, rtol=1e-5)]
+           if not np.allclose(grad, expected, rtol=1e-5)]
     return ("gradients agree (all d loss/d x = 1.0001^50)" if not bad
             else f"WRONG gradient from: {', '.join(bad)}")
 
 
-def profile_tape(tape_fns, iterations: int) -> None:
-    _, forward_backward, _ = tape_fns
+def profile_tape(forward_backward, iterations: int) -> None:
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(iterations):
@@ -116,22 +125,16 @@ def main(argv=None):
     torch = import_torch()
     tape, tape_missing = import_tape_or_reason("ops.reduce_sum", "ops.scale")
     per_op = 1e6 / OPS
-
-    forward = {NUMPY: measure(numpy_forward, **options) * per_op}
-    backward = {NUMPY: measure(numpy_forward_backward, **options) * per_op}
-    no_grad = {NUMPY: forward[NUMPY]}
-    grads = {NUMPY: numpy_forward_backward()[1]}
-    peers = [(TORCH, torch, torch_functions), (TAPE, tape, tape_functions)]
-    tape_fns = None
-    for lib, module, make in peers:
-        if module is None:
-            continue
-        fns = make(module)
-        forward[lib], backward[lib], no_grad[lib] = (measure(fn, **options) * per_op
-                                                     for fn in fns)
-        grads[lib] = fns[1]().value() if lib == TAPE else fns[1]().numpy()
-        if lib == TAPE:
-            tape_fns = fns
+    functions = {NUMPY: (numpy_forward, numpy_forward_backward, numpy_forward)}
+    if torch is not None:
+        functions[TORCH] = torch_functions(torch)
+    if tape is not None:
+        functions[TAPE] = tape_functions(tape)
+    forward, backward, no_grad = (
+        {lib: t * per_op for lib, t in measure({lib: fns[i] for lib, fns in functions.items()},
+                                               **options).items()}
+        for i in range(3))
+    grads = {lib: fns[1]() for lib, fns in functions.items()}
 
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
     print(f"## Per-op overhead: {2 * PAIRS} elementwise ops + sum on float32[{SIZE}]\n")
@@ -142,12 +145,12 @@ def main(argv=None):
         rows = [(lib, figures.get(lib), notes.get(lib)) for lib in (NUMPY, TORCH, TAPE)]
         print_table(title, "µs per op", rows)
     print()
-    print_notes([f"µs per op = time per iteration / {OPS} ops; Tape's iteration includes "
-                 "tape.reset_global_tape().",
+    print_notes([(f"µs per op = time per iteration / {OPS} ops; Tape's iteration includes "
+                  "tape.reset_global_tape()."),
                  "numpy backward is a hand-written reverse pass (one multiply per scale op).",
                  check_gradients(grads)])
-    if parser_args.profile and tape_fns is not None:
-        profile_tape(tape_fns, 200 if parser_args.quick else 2000)
+    if parser_args.profile and tape is not None:
+        profile_tape(functions[TAPE][1], 200 if parser_args.quick else 2000)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,4 @@
+"""Optimizers: update parameters by adding optimizer ops (sgd, ...)."""
+from .sgd import SGD
+
+__all__ = ["SGD"]

@@ -5,6 +5,7 @@ from .errors import (InvalidArgumentError, NotFoundError, PermissionDeniedError,
                      PreconditionNotMetError, TapeError)
 from .flags import get_flags, set_flags  # noqa: F401
 from .place import CPUPlace, CUDAPlace  # noqa: F401
+from .random import seed  # noqa: F401
 from .tape import OpHandle, Tape, get_global_tape, no_grad, reset_global_tape  # noqa: F401
 from .variable import Variable  # noqa: F401
 from . import ops  # noqa: E402,F401  (registers every op)

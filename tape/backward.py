@@ -96,11 +96,13 @@ def _value_or_meta(info, gop, ref):
 
 def _plan(h) -> list:
     info = h.info
-    if info.grad.depends_on_attrs:
-        return _make_plan(h)
     key = info.type if info.fixed_arity else _plan_key(h)
+    if info.grad.depends_on_attrs:
+        key = (key, tuple(h.attrs.items()))
     plan = _plans.get(key)
     if plan is None:
+        if len(_plans) >= 4096:
+            _plans.clear()
         plan = _plans[key] = _make_plan(h)
     return plan
 

@@ -11,6 +11,7 @@ _TO_NUMPY = {
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 FLOATING = frozenset((FP16, FP32, FP64))
+ALL = (BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64)
 
 
 def to_numpy(code: int) -> np.dtype:

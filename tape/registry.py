@@ -190,7 +190,7 @@ class GradMaker:
     no_need_buffer: frozenset = frozenset()
     keeps: frozenset = frozenset()
     grads: tuple = ()
-    # Whether ``make`` looks at attribute values; if not, its result can be cached per op type.
+    # Whether ``make`` looks at attribute values: the eager plan cache then keys on them too.
     depends_on_attrs = False
 
     def make(self, op: OpDesc) -> list[OpDesc]:

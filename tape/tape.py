@@ -192,9 +192,13 @@ class Tape:
             given = outputs.get(slot.name) if outputs is not None else None
             values = value if slot.duplicable else (value,)
             if given:
+                # A Variable written by an op that is not recorded (a feeder, an optimizer's
+                # in-place update) keeps its own stop_gradient: a parameter stays trainable.
                 for v, (shape, out_dtype), val in zip(given, spec, values):
                     d = v.desc
-                    d.shape, d.dtype, d.stop_gradient = shape, out_dtype, not record
+                    d.shape, d.dtype = shape, out_dtype
+                    if record:
+                        d.stop_gradient = False
                     v._value, v._tape = val, serial
                 vs = given
             else:

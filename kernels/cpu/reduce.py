@@ -13,7 +13,7 @@ def mean(X):
 
 @kernel("mean_grad")
 def mean_grad(X, dOut):
-    return np.full(X.shape, dOut / X.size, X.dtype)
+    return np.full(X.shape, dOut / max(X.size, 1), X.dtype)
 
 
 def _axes(dim, reduce_all, ndim):
@@ -52,4 +52,4 @@ def reduce_sum_grad(X, dOut, dim, reduce_all):
 def reduce_mean_grad(X, dOut, dim, reduce_all):
     axes = _axes(dim, reduce_all, X.ndim)
     count = X.size if axes is None else math.prod(X.shape[i] for i in axes)
-    return _spread(dOut, X.shape, axes, 1.0 / count)
+    return _spread(dOut, X.shape, axes, 1.0 / max(count, 1))

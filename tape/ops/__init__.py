@@ -14,7 +14,8 @@ from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # 
 def _make_op_function(info):
     slots = info.inputs
     visible = info.visible_outputs
-    single = len(visible) == 1 and not next(s for s in info.outputs if s.name == visible[0]).duplicable
+    visible_slots = [s for s in info.outputs if not s.intermediate]
+    single = len(visible_slots) == 1 and not visible_slots[0].duplicable
 
     def op(*args, **attrs):
         if len(args) > len(slots):
@@ -32,12 +33,18 @@ def _make_op_function(info):
         out = get_global_tape().run(info, inputs, attrs)
         if single:
             return out[visible[0]][0]
-        return tuple(out[n] if info.outputs[info.output_names.index(n)].duplicable else out[n][0]
-                     for n in visible)
+        return tuple(_slot_result(out.get(s.name), s.duplicable) for s in visible_slots)
 
     op.__name__ = op.__qualname__ = info.type
     op.__doc__ = _signature_doc(info)
     return op
+
+
+def _slot_result(variables, duplicable):
+    """What the op function returns for one output slot (None: a dispensable one not written)."""
+    if variables is None:
+        return None
+    return variables if duplicable else variables[0]
 
 
 def _signature_doc(info) -> str:

@@ -3,9 +3,19 @@ import math
 
 from .. import dtypes
 from ..desc import OpDesc
-from ..registry import BOOLEAN, FLOAT, INT, AtLeast, Attr, GradMaker, GradOp, Slot, grad_name, \
-    register_op
-from .rules import _merge_dim, fmt, require_float, require_same_dtype
+from ..registry import (
+    BOOLEAN,
+    FLOAT,
+    INT,
+    AtLeast,
+    Attr,
+    GradMaker,
+    GradOp,
+    Slot,
+    grad_name,
+    register_op,
+)
+from .rules import merge_dim, fmt, require_float, require_same_dtype
 
 
 def _require_float_pair(ctx):
@@ -73,14 +83,15 @@ register_op(
 
 # ---- matmul_v2 ----
 
-def _batch_shape(ctx, x_batch, y_batch):
+def _batch_shape(ctx, x, y, x_batch, y_batch):
+    """The broadcast of the batch dims (all but the last two) of X and Y."""
     rank = max(len(x_batch), len(y_batch))
     xb = (1,) * (rank - len(x_batch)) + tuple(x_batch)
     yb = (1,) * (rank - len(y_batch)) + tuple(y_batch)
-    out = tuple(_merge_dim(a, b) for a, b in zip(xb, yb))
+    out = tuple(merge_dim(a, b) for a, b in zip(xb, yb))
     if None in out:
-        raise ctx.error(f"batch dims of X {fmt(x_batch)} and Y {fmt(y_batch)} do not broadcast: "
-                        f"aligned as {fmt(xb)} and {fmt(yb)}")
+        raise ctx.error(f"X {fmt(x.shape)} and Y {fmt(y.shape)}: batch dims {fmt(x_batch)} and "
+                        f"{fmt(y_batch)} do not broadcast (aligned as {fmt(xb)} and {fmt(yb)})")
     return out
 
 
@@ -101,7 +112,7 @@ def _matmul_shape(ctx):
         raise ctx.error(f"X {fmt(x.shape)} (trans_x={trans_x}) contracts a dimension of "
                         f"{x_inner} but Y {fmt(y.shape)} (trans_y={trans_y}) one of {y_inner}: "
                         f"they must be equal")
-    out = _batch_shape(ctx, xs[:-2], ys[:-2])
+    out = _batch_shape(ctx, x, y, xs[:-2], ys[:-2])
     out += (rows,) if len(x.shape) > 1 else ()
     out += (cols,) if len(y.shape) > 1 else ()
     ctx.set_output("Out", out, x.dtype)

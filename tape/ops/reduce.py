@@ -16,7 +16,7 @@ register_op("mean", inputs=["X"], outputs=["Out"], infer_shape=_mean_shape,
             doc="Out = the mean of all elements of X, a 0-D tensor")
 
 
-def reduced_axes(ctx, rank: int) -> frozenset:
+def _reduced_axes(ctx, rank: int) -> frozenset:
     """The axes the ``dim`` / ``reduce_all`` attributes reduce, non-negative; all of them when
     reduce_all is set, dim is empty or X is 0-D (Paddle's recompute_reduce_all)."""
     dim = ctx.attrs["dim"]
@@ -42,7 +42,7 @@ def _reduce_shape(ctx):
             raise ctx.error(f"attribute {attr}={code} ({dtypes.name(code)}) asks for a cast of X "
                             f"{fmt(x.shape)} ({dtypes.name(x.dtype)}), which is not supported: "
                             f"use -1 or X's own dtype")
-    axes = reduced_axes(ctx, len(x.shape))
+    axes = _reduced_axes(ctx, len(x.shape))
     if ctx.attrs["keep_dim"]:
         shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
     else:

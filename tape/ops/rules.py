@@ -55,7 +55,8 @@ def normalize_axis(ctx, axis: int, rank: int, attr: str = "axis") -> int:
     return axis % rank if rank else 0
 
 
-def _merge_dim(a: int, b: int):
+def merge_dim(a: int, b: int):
+    """One broadcast dimension of two (-1 = unknown), or None when they conflict."""
     if a == b or b == 1:
         return a
     if a == 1:
@@ -89,7 +90,7 @@ def broadcast(ctx, x_slot: str = "X", y_slot: str = "Y", axis: int = -1) -> tupl
     xp, yp = aligned
     out = []
     for i, (a, b) in enumerate(zip(xp, yp)):
-        d = _merge_dim(a, b)
+        d = merge_dim(a, b)
         if d is None:
             raise ctx.error(f"{x_slot} {fmt(x.shape)} and {y_slot} {fmt(y.shape)} do not "
                             f"broadcast (axis={axis}): aligned as {fmt(xp)} and {fmt(yp)}, "

@@ -59,7 +59,7 @@ class Draw:
         return x
 
     def distinct_floats(self, shape, spacing: float = 0.05) -> np.ndarray:
-        """float64 values whose pairwise gaps are at least ``spacing`` (no ties for max-like ops)."""
+        """float64 values at least ``spacing`` apart (no ties for max-like ops)."""
         n = int(np.prod(shape))
         order = np.argsort(self._uniform((n,)))
         return (order * spacing - n * spacing / 2).reshape(shape).astype(np.float64)

@@ -1,0 +1,85 @@
+"""Linear: a fully connected layer, emitted as Paddle's fc ops (mul, elementwise_add, act)."""
+from __future__ import annotations
+
+import math
+
+import tape
+from tape import dtypes
+from tape.errors import InvalidArgumentError
+from tape.registry import REGISTRY
+from tape.variable import Variable, unique_name
+
+
+def _activation(act: str | None):
+    """The tape.ops function of a registered unary op (X -> Out, attributes defaulted)."""
+    if act is None:
+        return None
+    info = REGISTRY.get(act)
+    unary = (info is not None and not act.endswith("_grad")
+             and [s.name for s in info.inputs if not s.dispensable] == ["X"]
+             and info.visible_outputs == ("Out",) and len(info.defaults) == len(info.attrs))
+    if not unary:
+        raise InvalidArgumentError(f"Linear: act={act!r} is not a registered unary op "
+                                   f"(X -> Out); expected None or e.g. 'relu', 'tanh', 'sigmoid'")
+    return getattr(tape.ops, act)
+
+
+def _parameter(init_tape, name: str, initializer: str, attrs: dict) -> Variable:
+    p = Variable(name=name, stop_gradient=False)
+    p.desc.persistable = True
+    init_tape.add_op(initializer, {}, {"Out": [p]}, attrs)
+    return p
+
+
+class Linear:
+    """A fully connected layer: ``y = act(x @ w + b)`` over the last dim of ``x``.
+
+    Args:
+        in_dim: size of the last dim of ``x``.
+        out_dim: size of the last dim of ``y``.
+        act: name of a registered unary op applied last (``"relu"``, ``"tanh"``, ...), or None.
+        dtype: floating dtype of the parameters and of the ``x`` it takes.
+
+    Shapes: ``x`` (..., in_dim) of rank >= 2 -> ``y`` (..., out_dim). Parameters (``params()``):
+    ``w`` (in_dim, out_dim), Xavier/Glorot uniform in ``[-l, l]`` with
+    ``l = sqrt(6 / (in_dim + out_dim))``, and ``b`` (out_dim,), zeros; named Paddle-style
+    (``linear_0.w_0``, ``linear_0.b_0``), persistable, with stop_gradient=False. Each call adds
+    ``mul`` (x_num_col_dims = x.ndim - 1), ``elementwise_add`` (axis = x.ndim - 1) and ``act``
+    to the global tape, as Paddle's fc does.
+
+    >>> layer = Linear(3, 2, act="relu")
+    >>> layer(tape.Variable(np.ones((4, 3), np.float32))).shape
+    (4, 2)
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, act: str | None = None,
+                 dtype="float32"):
+        code = dtypes.from_numpy(dtype)
+        if code not in dtypes.FLOATING:
+            raise InvalidArgumentError(f"Linear: dtype must be floating, received {dtype!r}")
+        self.in_dim, self.out_dim, self.act = in_dim, out_dim, act
+        self._act = _activation(act)
+        prefix = unique_name("linear")
+        limit = math.sqrt(6.0 / (in_dim + out_dim))
+        init = tape.Tape()   # throwaway: the initialisers are not part of any training tape
+        self.w = _parameter(init, f"{prefix}.w_0", "uniform_random",
+                            {"shape": [in_dim, out_dim], "dtype": code, "min": -limit,
+                             "max": limit})
+        self.b = _parameter(init, f"{prefix}.b_0", "fill_constant",
+                            {"shape": [out_dim], "dtype": code, "value": 0.0})
+
+    def __call__(self, x: Variable) -> Variable:
+        rank = len(x.shape)
+        if rank < 2 or x.shape[-1] not in (self.in_dim, -1):
+            raise InvalidArgumentError(f"Linear: expected x of shape (..., {self.in_dim}) with "
+                                       f"rank >= 2, received {tuple(x.shape)}")
+        h = tape.ops.mul(x, self.w, x_num_col_dims=rank - 1, y_num_col_dims=1)
+        h = tape.ops.elementwise_add(h, self.b, axis=rank - 1)
+        return h if self._act is None else self._act(h)
+
+    def params(self) -> list[Variable]:
+        """``[w, b]``."""
+        return [self.w, self.b]
+
+    def __repr__(self):
+        return f"Linear({self.in_dim}, {self.out_dim}, act={self.act!r}, dtype={self.w.dtype})"

@@ -1,0 +1,149 @@
+"""The generic op test: every registered op, collected from the registry, checked the same way.
+
+For each op: it is covered (a grad op, or a forward op with a case, a numpy reference in
+tests/references/ and kernels for its grad ops); over hypothesis-drawn cases, its forward matches
+the reference in float64 and float32 and its gradient matches central differences; and
+attribute values outside their declared domain, or of the wrong type, are rejected before any
+kernel runs. A newly registered op is picked up without touching this file.
+"""
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
+import pytest
+import references
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tape
+from tape import dtypes, registry
+from tape.place import CPU
+from tape.registry import REGISTRY, op_info
+from tape.testing import Draw, check_forward, check_grad, grad_op_types, run_op, visible_values
+
+
+def _load_references():
+    """``{name: (function, module)}`` over every module of tests/references; a name defined in
+    two modules maps to None (ambiguous)."""
+    found = {}
+    for module_info in pkgutil.iter_modules(references.__path__):
+        module = importlib.import_module(f"references.{module_info.name}")
+        for name, fn in vars(module).items():
+            own = inspect.isfunction(fn) and fn.__module__ == module.__name__
+            if name.startswith("_") or not own:
+                continue
+            found[name] = None if name in found else (fn, module.__name__)
+    return found
+
+
+REFERENCES = _load_references()
+
+
+def _grad_types(info):
+    try:
+        return grad_op_types(info.type, *(info.case(Draw.from_seed(0)) if info.case else ()))
+    except Exception:   # a broken case or grad maker fails the op's own tests, not collection
+        return []
+
+
+GRAD_OPS = {g: t for t, info in REGISTRY.items() if info.grad is not None
+            for g in _grad_types(info)}
+ALL_OPS = sorted(REGISTRY)
+CASE_OPS = [t for t in ALL_OPS if REGISTRY[t].case is not None]
+
+
+def _reference(op_type):
+    """(reference, property check): one of them, or an AssertionError saying what is missing."""
+    for name in (op_type, f"check_{op_type}"):
+        if name in REFERENCES:
+            if REFERENCES[name] is None:
+                raise AssertionError(f"{op_type}: '{name}' is defined in more than one module "
+                                     f"of tests/references")
+            fn = REFERENCES[name][0]
+            return (fn, None) if name == op_type else (None, fn)
+    raise AssertionError(f"{op_type}: no numpy reference; define {op_type}(...) (or, for a "
+                         f"random op, check_{op_type}(outputs, attrs)) in "
+                         f"tests/references/<family>.py")
+
+
+@pytest.mark.parametrize("op_type", ALL_OPS)
+def test_op_is_covered(op_type):
+    info = op_info(op_type)
+    if info.case is None:
+        assert op_type in GRAD_OPS, (
+            f"{op_type}: neither a grad op emitted by a forward op's grad maker nor a forward op "
+            f"with a test case; pass case=fn to register_op")
+        return
+    _reference(op_type)
+    for grad_type in grad_op_types(op_type, *info.case(Draw.from_seed(0))):
+        assert grad_type in REGISTRY, f"{op_type}: its grad maker emits unregistered {grad_type}"
+        for dtype in (dtypes.FP32, dtypes.FP64):
+            REGISTRY[grad_type].kernel(CPU, dtype)   # raises NotFoundError naming what is missing
+
+
+def _is_seeded(attrs):
+    if "fix_seed" in attrs:
+        return attrs["fix_seed"]
+    return attrs.get("seed", 0) != 0
+
+
+def _check_random_op(op_type, check, inputs, attrs):
+    """Property check of a random op in float64 and float32, plus same seed -> same values."""
+    info = op_info(op_type)
+    full_attrs = info.check_attrs(attrs)
+    takes_inputs = "inputs" in inspect.signature(check).parameters
+    for dtype in (np.float64, np.float32):
+        outputs = check_forward(op_type, inputs, attrs, None, dtype)
+        extra = {"inputs": {s: v for s, v in inputs.items()}} if takes_inputs else {}
+        check(visible_values(op_type, outputs), full_attrs, **extra)
+    if _is_seeded(full_attrs):
+        first, second = (visible_values(op_type, run_op(op_type, inputs, attrs)) for _ in range(2))
+        for a, b in zip(*(v if isinstance(v, tuple) else (v,) for v in (first, second))):
+            assert np.array_equal(a, b), f"{op_type}: the same seed gave different values"
+
+
+@pytest.mark.parametrize("op_type", CASE_OPS)
+def test_op_matches_reference_and_gradient(op_type):
+    reference, check = _reference(op_type)
+    case = op_info(op_type).case
+
+    @given(data=st.data())
+    def matches(data):
+        inputs, attrs = case(Draw.from_hypothesis(data))
+        if reference is not None:
+            check_forward(op_type, inputs, attrs, reference, np.float64)
+            check_forward(op_type, inputs, attrs, reference, np.float32)
+        else:
+            _check_random_op(op_type, check, inputs, attrs)
+        check_grad(op_type, inputs, attrs, seed=data.draw(st.integers(0, 2**16), label="seed"))
+
+    matches()
+
+
+_WRONG_TYPE = {registry.INT: "1", registry.LONG: "1", registry.FLOAT: "0.5", registry.STRING: 1,
+               registry.BOOLEAN: "true", registry.INTS: ["1"], registry.LONGS: ["1"],
+               registry.FLOATS: ["x"], registry.STRINGS: [1], registry.BOOLEANS: ["true"]}
+
+
+def _attribute_cases(op_type):
+    """(attribute, bad value, what the message must mention) for each check and each type."""
+    cases = []
+    for attr in op_info(op_type).attrs.values():
+        if attr.check is not None:
+            cases += [(attr.name, bad, attr.check.describe()) for bad in attr.check.invalid()]
+        if attr.type in _WRONG_TYPE:
+            cases.append((attr.name, _WRONG_TYPE[attr.type], None))
+    return cases
+
+
+@pytest.mark.parametrize("op_type", CASE_OPS)
+def test_op_rejects_bad_attributes(op_type, forbid_kernels):
+    inputs, attrs = op_info(op_type).case(Draw.from_seed(0))
+    forbid_kernels(op_type)
+    for name, bad, describe in _attribute_cases(op_type):
+        with pytest.raises(tape.InvalidArgumentError) as error:
+            run_op(op_type, inputs, {**attrs, name: bad})
+        message = str(error.value)
+        assert op_type in message and f"'{name}'" in message and repr(bad) in message, message
+        assert describe is None or describe in message, message

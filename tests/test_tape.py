@@ -1,0 +1,240 @@
+"""The eager tape: recording, backward, accumulation, release, threads, no_grad, Variable API."""
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import tape
+from tape import Variable, ops
+
+
+def param(shape, seed=0):
+    return Variable(np.random.default_rng(seed).uniform(0.5, 1.5, shape), stop_gradient=False)
+
+
+def constant(shape, seed=1):
+    return Variable(np.random.default_rng(seed).uniform(0.5, 1.5, shape))
+
+
+# ---- gradients: accumulation and zeros ----
+
+def test_variable_used_twice_by_one_op_gets_both_gradients():
+    x = param((3, 4))
+    (x * x).backward()
+    np.testing.assert_allclose(x.grad.value(), 2 * x.value())
+
+
+def test_variable_used_by_two_ops_gets_the_sum():
+    x, w = param((3, 4), 0), param((3, 4), 1)
+    loss = x * w + (x + w)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.value(), w.value() + 1)
+    np.testing.assert_allclose(w.grad.value(), x.value() + 1)
+
+
+def test_recorded_op_off_the_loss_path_contributes_nothing():
+    x, w = param((3,), 0), param((3,), 1)
+    unused = x * w  # noqa: F841  recorded, but the loss does not depend on it
+    (x + w).backward()
+    np.testing.assert_array_equal(x.grad.value(), np.ones(3))
+    np.testing.assert_array_equal(w.grad.value(), np.ones(3))
+
+
+def _logits_and_label():
+    logits = Variable(np.random.default_rng(0).standard_normal((4, 5)), stop_gradient=False)
+    label = Variable(np.array([[0], [3], [4], [1]], dtype=np.int64))
+    return logits, label
+
+
+def test_loss_output_alone_feeds_the_gradient():
+    logits, label = _logits_and_label()
+    softmax, loss = ops.softmax_with_cross_entropy(logits, label)
+    loss.backward()
+    onehot = np.eye(5)[label.value()[:, 0]]
+    np.testing.assert_allclose(logits.grad.value(), softmax.value() - onehot, rtol=1e-12)
+
+
+def test_output_without_gradient_is_given_zeros():
+    # softmax_with_cross_entropy_grad reads Loss@GRAD (Paddle does not differentiate through
+    # Softmax): when only Softmax feeds the loss, backward must fill Loss@GRAD with zeros.
+    logits, label = _logits_and_label()
+    softmax, _ = ops.softmax_with_cross_entropy(logits, label)
+    (softmax * constant((4, 5))).backward()
+    assert logits.grad.shape == (4, 5)
+    np.testing.assert_array_equal(logits.grad.value(), np.zeros((4, 5)))
+
+
+# ---- release ----
+
+def test_activation_no_gradient_needs_dies_with_the_user_reference():
+    x, w, b = param((3, 4), 0), param((3, 4), 1), param((3, 4), 2)
+    h = x * w           # elementwise_mul keeps x and w
+    y = h + b           # elementwise_add keeps no buffer: h is not needed for backward
+    h_ref, h_array_ref = weakref.ref(h), weakref.ref(h.value())
+    del h
+    gc.collect()
+    assert h_ref() is None and h_array_ref() is None
+    y.backward()
+    np.testing.assert_allclose(x.grad.value(), w.value())
+
+
+def test_backward_frees_what_it_kept():
+    x, w, v = param((3, 4), 0), param((3, 4), 1), param((3, 4), 2)
+    h = x * w
+    y = h * v           # keeps h (v's gradient reads it) and v
+    h_ref, h_array_ref = weakref.ref(h), weakref.ref(h.value())
+    del h
+    gc.collect()
+    assert h_ref() is not None, "the tape should keep h until backward"
+    global_tape = tape.get_global_tape()
+    assert len(global_tape) == 2
+    y.backward()
+    gc.collect()
+    assert h_ref() is None and h_array_ref() is None
+    assert len(global_tape) == 0
+    np.testing.assert_allclose(v.grad.value(), x.value() * w.value())
+
+
+def test_second_backward_is_a_clear_error():
+    x = param((2,))
+    y = x * x
+    y.backward()
+    with pytest.raises(tape.PreconditionNotMetError, match="already run.*reset_global_tape"):
+        y.backward()
+
+
+# ---- tapes: threads, no_grad, reset ----
+
+def test_each_thread_records_on_its_own_tape():
+    main_tape = tape.get_global_tape()
+    seen = {}
+
+    def worker():
+        x = param((2,))
+        y = x * x
+        seen["tape"], seen["len"] = tape.get_global_tape(), len(tape.get_global_tape())
+        y.backward()
+        seen["grad"] = x.grad.value()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen["tape"] is not main_tape and seen["len"] == 1
+    assert len(main_tape) == 0
+    np.testing.assert_allclose(seen["grad"], 2 * np.random.default_rng(0).uniform(0.5, 1.5, 2))
+
+
+def test_no_grad_records_nothing():
+    x, w = param((2, 3), 0), param((2, 3), 1)
+    with tape.no_grad():
+        y = x * w
+        z = y + w
+    assert len(tape.get_global_tape()) == 0
+    assert y.stop_gradient and z.stop_gradient
+    np.testing.assert_allclose(z.value(), x.value() * w.value() + w.value())
+    assert not (x * w).stop_gradient and len(tape.get_global_tape()) == 1
+
+
+def test_stale_variable_after_reset_asks_for_detach():
+    x = param((3,))
+    y = x * x
+    tape.reset_global_tape()
+    with pytest.raises(tape.PreconditionNotMetError, match=r"detach\(\)"):
+        y * x
+    z = y.detach() * x
+    z.backward()
+    np.testing.assert_allclose(x.grad.value(), x.value() ** 2)
+
+
+def test_parameter_gradient_accumulates_until_cleared():
+    x, c = param((3,)), constant((3,))
+    for expected in (1, 2):
+        tape.reset_global_tape()
+        (x * c).backward()
+        np.testing.assert_allclose(x.grad.value(), expected * c.value())
+    x.grad = None
+    tape.reset_global_tape()
+    (x * c).backward()
+    np.testing.assert_allclose(x.grad.value(), c.value())
+
+
+def test_long_chain_backward_needs_no_recursion():
+    x, c = param((2,)), constant((2,))
+    y = x
+    for _ in range(10_000):
+        y = y + c
+    assert len(tape.get_global_tape()) == 10_000
+    y.backward()
+    np.testing.assert_array_equal(x.grad.value(), np.ones(2))
+
+
+def test_tape_length_and_iteration():
+    x, w, b = param((2, 3), 0), param((2, 3), 1), constant((2, 3))
+    y = x * w + b
+    recorded = list(tape.get_global_tape())
+    assert len(tape.get_global_tape()) == 2
+    assert all(isinstance(h, tape.OpHandle) for h in recorded)
+    assert [h.type for h in recorded] == ["elementwise_mul", "elementwise_add"]
+    assert recorded[-1].outputs["Out"][0].name == y.name
+
+
+# ---- Variable API and operators ----
+
+def test_variable_api():
+    array = np.arange(6.0).reshape(2, 3)
+    v = Variable(array, name="api_check", stop_gradient=False)
+    assert v.value() is array and np.asarray(v) is array
+    assert v.name == "api_check" and v.shape == (2, 3) and v.dtype == np.float64
+    assert not v.stop_gradient and v.grad is None and v.is_leaf
+    assert Variable(1.5).dtype == np.float32 and Variable(np.ones(2)).stop_gradient
+    (v * v).backward()
+    assert v.grad.name == "api_check@GRAD"
+    np.testing.assert_allclose(v.grad.value(), 2 * array)
+
+
+X = np.array([[0.5, -1.5, 2.0], [1.25, -0.75, 3.0]])
+W = np.array([[1.0, -2.0], [0.5, 1.5], [-1.0, 0.25]])
+
+# expression, expected value, expected d(sum of the expression)/dx, given x = X
+OVERLOADS = [
+    ("x + 2", lambda x: x + 2, X + 2, np.ones_like(X)),
+    ("2 + x", lambda x: 2 + x, 2 + X, np.ones_like(X)),
+    ("x - 2", lambda x: x - 2, X - 2, np.ones_like(X)),
+    ("2 - x", lambda x: 2 - x, 2 - X, -np.ones_like(X)),
+    ("x * 3", lambda x: x * 3, X * 3, 3 * np.ones_like(X)),
+    ("3 * x", lambda x: 3 * x, 3 * X, 3 * np.ones_like(X)),
+    ("x / 4", lambda x: x / 4, X / 4, np.full_like(X, 0.25)),
+    ("4 / x", lambda x: 4 / x, 4 / X, -4 / X**2),
+    ("-x", lambda x: -x, -X, -np.ones_like(X)),
+    ("x + x", lambda x: x + x, 2 * X, 2 * np.ones_like(X)),
+    ("x - x * x", lambda x: x - x * x, X - X * X, 1 - 2 * X),
+    ("x / (x * x)", lambda x: x / (x * x), 1 / X, -1 / X**2),
+]
+
+
+@pytest.mark.parametrize("text, expression, value, grad", OVERLOADS,
+                         ids=[o[0] for o in OVERLOADS])
+def test_operator_overloads(text, expression, value, grad):
+    x = Variable(X.copy(), stop_gradient=False)
+    y = expression(x)
+    assert isinstance(y, Variable) and y.dtype == np.float64
+    np.testing.assert_allclose(y.value(), value, rtol=1e-12)
+    y.backward()
+    np.testing.assert_allclose(x.grad.value(), grad, rtol=1e-12)
+
+
+def test_matmul_operator():
+    x, w = Variable(X.copy(), stop_gradient=False), Variable(W.copy(), stop_gradient=False)
+    y = x @ w
+    np.testing.assert_allclose(y.value(), X @ W, rtol=1e-12)
+    y.backward()
+    np.testing.assert_allclose(x.grad.value(), np.ones((2, 2)) @ W.T, rtol=1e-12)
+    np.testing.assert_allclose(w.grad.value(), X.T @ np.ones((2, 2)), rtol=1e-12)
+
+
+def test_scalar_operators_keep_float32():
+    x = Variable(np.ones(3, np.float32), stop_gradient=False)
+    for y in (x + 1, 1 - x, x * 2.5, 2 / x, -x, x / 3):
+        assert y.dtype == np.float32, y
