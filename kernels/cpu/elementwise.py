@@ -1,7 +1,7 @@
 """elementwise_add / sub / mul / div and their gradients."""
 from tape.registry import kernel
 
-from .broadcast import aligned, grad_shapes, unbroadcast
+from .broadcast import aligned, grad_shapes, unbroadcast, unbroadcast_product
 
 
 @kernel("elementwise_add")
@@ -47,8 +47,8 @@ def elementwise_sub_grad(X, Y, dOut, axis, wants):
 @kernel("elementwise_mul_grad")
 def elementwise_mul_grad(X, Y, dOut, axis, wants):
     xs, ys = grad_shapes(X, Y, axis)
-    dx = unbroadcast(dOut * Y.reshape(ys), X.shape, xs) if "X@GRAD" in wants else None
-    dy = unbroadcast(dOut * X.reshape(xs), Y.shape, ys) if "Y@GRAD" in wants else None
+    dx = unbroadcast_product(dOut, Y.reshape(ys), X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast_product(dOut, X.reshape(xs), Y.shape, ys) if "Y@GRAD" in wants else None
     return dx, dy
 
 

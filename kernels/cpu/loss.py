@@ -1,9 +1,10 @@
-"""cross_entropy and softmax_with_cross_entropy kernels.
+"""cross_entropy and softmax_with_cross_entropy kernels, on 2-D rows with the classes last.
 
-Both work on 2-D rows with the classes last. Losses of probabilities are a few numpy passes;
-softmax_with_cross_entropy, the loss of every classifier, runs the numba softmax rows of the
-activation family (which also give each row's log-sum-exp, so the loss needs no log of a
-softmax that may have underflowed) and one numba pass over the labels.
+Losses of probabilities are a few numpy passes. softmax_with_cross_entropy, the loss of every
+classifier, takes the softmax rows of the activation family, which also give each row's
+log-sum-exp (so the loss never takes the log of a softmax that may have underflowed), then one
+numba pass over the labels. A single numba kernel doing both would use numba's scalar exp:
+faster only below about 64x10, 3.5x slower at 256x100.
 """
 import numpy as np
 
