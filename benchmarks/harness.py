@@ -90,13 +90,15 @@ def _calibrate(fn, target: float) -> int:
         number *= 4
 
 
-def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3) -> dict:
+def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3,
+            settle: float = 0.3) -> dict:
     """``{name: median seconds per call}`` of the zero-argument callables ``fns``.
 
     Each gets ``warmup`` calls, then ``repeats`` timed batches of as many calls as fit in about
     ``target`` seconds. The batches of the different callables alternate, so a burst of load
-    from elsewhere on the machine hits them all alike. The garbage collector stays on, as in a
-    user's loop.
+    from elsewhere on the machine hits them all alike, with a ``settle`` pause between them:
+    after a call, OpenBLAS worker threads keep spinning for about 0.1 s, which would steal a
+    core from the next library's threads. The garbage collector stays on, as in a user's loop.
     """
     numbers = {}
     for name, fn in fns.items():
@@ -107,6 +109,8 @@ def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3
     for _ in range(repeats):
         for name, fn in fns.items():
             number = numbers[name]
+            if len(fns) > 1:
+                time.sleep(settle)
             start = time.perf_counter()
             for _ in range(number):
                 fn()

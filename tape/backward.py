@@ -96,7 +96,12 @@ def _value_or_meta(info, gop, ref):
 
 def _plan(h) -> list:
     info = h.info
-    key = info.type if info.fixed_arity else _plan_key(h)
+    if info.fixed_arity:
+        key = info.type
+    elif info.duplicable_free:   # which dispensable slots are bound is all that varies
+        key = (info.type, *h.inputs, "->", *h.outputs)
+    else:
+        key = _plan_key(h)
     if info.grad.depends_on_attrs:
         key = (key, tuple(h.attrs.items()))
     plan = _plans.get(key)

@@ -345,7 +345,8 @@ class OpInfo:
 
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
-                 "kernel_dtype_attr", "fixed_arity", "slot_specs", "shape_cache", "attr_cache")
+                 "kernel_dtype_attr", "fixed_arity", "duplicable_free", "slot_specs", "shape_cache",
+                 "attr_cache")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -365,8 +366,9 @@ class OpInfo:
         self.shape_cache = {}
         self.attr_cache = {}
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
-        self.fixed_arity = not any(s.duplicable or s.dispensable
-                                   for s in self.inputs + self.outputs)
+        self.duplicable_free = not any(s.duplicable for s in self.inputs + self.outputs)
+        self.fixed_arity = self.duplicable_free and not any(
+            s.dispensable for s in self.inputs + self.outputs)
 
     def check_attrs(self, attrs) -> dict:
         """Validate given attributes against the proto and fill defaults."""

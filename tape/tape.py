@@ -207,7 +207,12 @@ class Tape:
                       for (shape, out_dtype), val in zip(spec, values)]
             produced[slot.name] = vs
             if record:
-                outs[slot.name] = vs if slot.name in keeps else [v.desc for v in vs]
+                if slot.name in keeps:
+                    outs[slot.name] = vs
+                elif len(vs) == 1:
+                    outs[slot.name] = [vs[0].desc]
+                else:
+                    outs[slot.name] = [v.desc for v in vs]
         if record:
             self._ops.append(OpHandle(info, entries, outs, attrs, dtype))
         return produced

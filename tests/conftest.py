@@ -13,7 +13,7 @@ from tape.registry import op_info
 
 settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None,
                           database=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("nightly", max_examples=400, deadline=None,
+settings.register_profile("nightly", max_examples=1000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

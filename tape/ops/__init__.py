@@ -14,6 +14,7 @@ from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # 
 def _make_op_function(info):
     slots = info.inputs
     visible = info.visible_outputs
+    input_names = frozenset(info.input_names)
     visible_slots = [s for s in info.outputs if not s.intermediate]
     single = len(visible_slots) == 1 and not visible_slots[0].duplicable
 
@@ -25,8 +26,8 @@ def _make_op_function(info):
         for slot, arg in zip(slots, args):
             if arg is not None:
                 inputs[slot.name] = list(arg) if slot.duplicable else [arg]
-        if attrs:
-            for name in [k for k in attrs if k in info.input_names]:
+        if attrs and not input_names.isdisjoint(attrs):
+            for name in [k for k in attrs if k in input_names]:
                 arg = attrs.pop(name)
                 inputs[name] = list(arg) if info.inputs[info.input_names.index(name)].duplicable \
                     else [arg]
