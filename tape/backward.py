@@ -28,7 +28,8 @@ class _Step:
 
     def __init__(self, info, ins, outs, attrs):
         self.info = info
-        self.ins = ins      # ((grad slot, duplicable, ((kind, fwd slot or temp name, index), ...)), ...)
+        # ((grad slot, duplicable, ((kind, forward slot or temp name, index), ...)), ...)
+        self.ins = ins
         self.outs = outs    # same form, in the grad op's output-slot order
         self.attrs = attrs
         self.calls = {}     # dtype -> bound kernel

@@ -1,4 +1,4 @@
-"""Compile-time descriptions: VarDesc, OpDesc, BlockDesc, ProgramDesc (PaddlePaddle's framework.proto model)."""
+"""Compile-time descriptions: VarDesc, OpDesc, BlockDesc, ProgramDesc (framework.proto's model)."""
 from __future__ import annotations
 
 from . import dtypes

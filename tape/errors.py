@@ -1,4 +1,4 @@
-"""Exceptions with PaddlePaddle's names; every message names the op, the slot, expected and received."""
+"""Exceptions with PaddlePaddle's names; messages name the op, the slot, expected and received."""
 
 
 class TapeError(Exception):

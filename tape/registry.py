@@ -19,17 +19,13 @@ outputs in output-slot order.
 from __future__ import annotations
 
 import inspect
-import numbers
 
 from . import dtypes
-from .desc import OpDesc, VarDesc
+from .context import ExecutionContext
+from .desc import OpDesc
 from .errors import InvalidArgumentError, NotFoundError
 from .place import CPU
 
-# framework.proto AttrType
-INT, FLOAT, STRING, INTS, FLOATS, STRINGS, BOOLEAN, BOOLEANS, BLOCK, LONG, BLOCKS, LONGS = range(12)
-ATTR_TYPE_NAMES = ("INT", "FLOAT", "STRING", "INTS", "FLOATS", "STRINGS", "BOOLEAN", "BOOLEANS",
-                   "BLOCK", "LONG", "BLOCKS", "LONGS")
 GRAD_SUFFIX = "@GRAD"
 
 
@@ -55,124 +51,6 @@ class Slot:
     def __repr__(self):
         flags = [f for f in self.__slots__[2:] if getattr(self, f)]
         return f"Slot({self.name}{', ' if flags else ''}{', '.join(flags)})"
-
-
-# ---- attribute value checks: each can say what it wants and give values it rejects ----
-
-class AtLeast:
-    def __init__(self, low):
-        self.low = low
-
-    def __call__(self, v):
-        return v >= self.low
-
-    def describe(self):
-        return f">= {self.low}"
-
-    def invalid(self):
-        return [self.low - 1]
-
-
-class InRange:
-    """Closed interval ``[low, high]``."""
-
-    def __init__(self, low, high):
-        self.low, self.high = low, high
-
-    def __call__(self, v):
-        return self.low <= v <= self.high
-
-    def describe(self):
-        return f"in [{self.low}, {self.high}]"
-
-    def invalid(self):
-        return [self.low - 1, self.high + 1]
-
-
-class OneOf:
-    def __init__(self, *values):
-        self.values = values
-
-    def __call__(self, v):
-        return v in self.values
-
-    def describe(self):
-        return f"one of {list(self.values)}"
-
-    def invalid(self):
-        if all(isinstance(v, str) for v in self.values):
-            return ["__not_an_option__"]
-        return [max(self.values) + 1]
-
-
-class Each:
-    """Applies a check to every element of a list attribute."""
-
-    def __init__(self, check):
-        self.check = check
-
-    def __call__(self, v):
-        return all(self.check(x) for x in v)
-
-    def describe(self):
-        return f"every element {self.check.describe()}"
-
-    def invalid(self):
-        return [(x,) for x in self.check.invalid()]
-
-
-def _is_int(v):
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_float(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
-def _is_bool(v):
-    return isinstance(v, bool) or type(v).__name__ == "bool_"
-
-
-_SCALAR_TYPES = {
-    INT: (_is_int, int), LONG: (_is_int, int), FLOAT: (_is_float, float),
-    STRING: (lambda v: isinstance(v, str), str), BOOLEAN: (_is_bool, bool),
-    BLOCK: (_is_int, int),
-}
-_LIST_TYPES = {INTS: INT, LONGS: LONG, FLOATS: FLOAT, STRINGS: STRING, BOOLEANS: BOOLEAN,
-               BLOCKS: BLOCK}
-
-
-class Attr:
-    """A typed attribute with a default (``None``: required) and an optional value check."""
-
-    __slots__ = ("name", "type", "default", "doc", "check")
-
-    def __init__(self, name: str, type: int, default=None, doc: str = "", check=None):
-        self.name = name
-        self.type = type
-        self.doc = doc
-        self.check = check
-        self.default = None if default is None else self.coerce("<proto>", default)
-
-    def coerce(self, op_type: str, value):
-        """Type-check and normalise a value (lists become tuples); raise naming op and attribute."""
-        if self.type in _SCALAR_TYPES:
-            ok, cast = _SCALAR_TYPES[self.type]
-            good = ok(value)
-            value = cast(value) if good else value
-        else:
-            ok, cast = _SCALAR_TYPES[_LIST_TYPES[self.type]]
-            good = isinstance(value, (list, tuple)) and all(ok(x) for x in value)
-            value = tuple(cast(x) for x in value) if good else value
-        if not good:
-            raise InvalidArgumentError(
-                f"{op_type}: attribute '{self.name}' expects {ATTR_TYPE_NAMES[self.type]}, "
-                f"received {value!r} ({type(value).__name__})")
-        if self.check is not None and not self.check(value):
-            raise InvalidArgumentError(
-                f"{op_type}: attribute '{self.name}' must be {self.check.describe()}, "
-                f"received {value!r}")
-        return value
 
 
 # ---- grad makers ----
@@ -243,66 +121,6 @@ class GradOp(GradMaker):
             ins[grad_name(slot)] = [grad_name(n) for n in op.outputs.get(slot, [])]
         outs = {grad_name(s): [grad_name(n) for n in op.inputs.get(s, [])] for s in self.grads}
         return [OpDesc(self.type, ins, outs, op.attrs)]
-
-
-# ---- shape inference and execution contexts ----
-
-class InferShapeContext:
-    """What a shape rule sees: the op's attributes and the VarDescs of its inputs.
-
-    Bound to a temporary block (the eager tape) or to a real BlockDesc (static mode); a rule
-    reads input VarDescs, validates them and sets ``(shape, dtype)`` for each output.
-    """
-
-    __slots__ = ("op_type", "ins", "attrs", "outs")
-
-    def __init__(self, op_type: str, ins: dict, attrs: dict):
-        self.op_type = op_type
-        self.ins = ins            # {slot: [VarDesc]}
-        self.attrs = attrs
-        self.outs = {}            # {slot: [(shape, dtype)]}
-
-    def input(self, slot: str) -> VarDesc:
-        return self.ins[slot][0]
-
-    def inputs(self, slot: str) -> list:
-        return self.ins.get(slot, [])
-
-    def has_input(self, slot: str) -> bool:
-        return bool(self.ins.get(slot))
-
-    def set_output(self, slot: str, shape, dtype: int) -> None:
-        self.outs[slot] = [(tuple(shape), dtype)]
-
-    def set_outputs(self, slot: str, specs) -> None:
-        self.outs[slot] = [(tuple(s), d) for s, d in specs]
-
-    def error(self, message: str) -> InvalidArgumentError:
-        """An error to raise, prefixed with the op type: ``raise ctx.error("X ...")``."""
-        return InvalidArgumentError(f"{self.op_type}: {message}")
-
-
-class ExecutionContext:
-    """Handed to kernels that take a ``ctx`` parameter: inputs by slot, attributes, wanted outputs."""
-
-    __slots__ = ("op_type", "_ins", "attrs", "_wants", "read")
-
-    def __init__(self, op_type: str, ins: dict, attrs: dict, wants):
-        self.op_type = op_type
-        self._ins = ins
-        self.attrs = attrs
-        self._wants = wants
-        self.read = set()
-
-    def input(self, slot: str):
-        self.read.add(slot)
-        return self._ins.get(slot)
-
-    def attr(self, name: str):
-        return self.attrs[name]
-
-    def wants(self, slot: str) -> bool:
-        return self._wants is None or slot in self._wants
 
 
 class Kernel:

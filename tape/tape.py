@@ -8,10 +8,11 @@ import threading
 import numpy as np
 
 from . import dtypes
+from .context import InferShapeContext
+from .desc import VarDesc
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .place import CPU
-from .registry import InferShapeContext, OpInfo, op_info
-from .desc import VarDesc
+from .registry import OpInfo, op_info
 from .variable import Variable, name_source, new_variable
 
 _serials = itertools.count(1)
@@ -63,7 +64,8 @@ def _infer_shapes(info: OpInfo, descs: dict, attrs: dict, key: tuple) -> dict:
 
 
 def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
-    """The dtype that picks the kernel: the first floating input, else the first input, else attr."""
+    """The dtype that picks the kernel: the first floating input, else the first input, else the
+    ``dtype`` attribute."""
     first = None
     for slot in info.input_names:
         for d in descs.get(slot, ()):

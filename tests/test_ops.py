@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tape
-from tape import dtypes, registry
+from tape import attribute, dtypes, registry
 from tape.place import CPU
 from tape.registry import REGISTRY, op_info
 from tape.testing import Draw, check_forward, check_grad, grad_op_types, run_op, visible_values
@@ -121,9 +121,9 @@ def test_op_matches_reference_and_gradient(op_type):
     matches()
 
 
-_WRONG_TYPE = {registry.INT: "1", registry.LONG: "1", registry.FLOAT: "0.5", registry.STRING: 1,
-               registry.BOOLEAN: "true", registry.INTS: ["1"], registry.LONGS: ["1"],
-               registry.FLOATS: ["x"], registry.STRINGS: [1], registry.BOOLEANS: ["true"]}
+_WRONG_TYPE = {attribute.INT: "1", attribute.LONG: "1", attribute.FLOAT: "0.5", attribute.STRING: 1,
+               attribute.BOOLEAN: "true", attribute.INTS: ["1"], attribute.LONGS: ["1"],
+               attribute.FLOATS: ["x"], attribute.STRINGS: [1], attribute.BOOLEANS: ["true"]}
 
 
 def _attribute_cases(op_type):

@@ -4,8 +4,9 @@ import pytest
 
 import tape
 from tape import backward, ops
+from tape.attribute import FLOAT, AtLeast, Attr
 from tape.ops.rules import float_same_as
-from tape.registry import FLOAT, REGISTRY, AtLeast, Attr, GradOp, kernel, register_op
+from tape.registry import REGISTRY, GradOp, kernel, register_op
 from tape.testing import Draw, check_forward, check_grad
 
 

@@ -5,6 +5,7 @@ from tape import dtypes
 from tape.random import generator
 from tape.registry import kernel
 
+
 def _rng(seed: int) -> np.random.Generator:
     return generator() if seed == 0 else np.random.default_rng(seed)
 

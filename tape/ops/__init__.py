@@ -7,6 +7,7 @@ one Variable, or a tuple in proto order.
 """
 from ..registry import REGISTRY
 from ..tape import get_global_tape
+
 # each family registers its ops on import
 from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # noqa: F401
 

@@ -1,5 +1,6 @@
 """Activations: relu, sigmoid, tanh, exp, log, square; softmax and log_softmax along an axis."""
-from ..registry import INT, Attr, GradOp, register_op
+from ..attribute import INT, Attr
+from ..registry import GradOp, register_op
 from .rules import float_same_as, normalize_axis, require_float
 
 

@@ -1,5 +1,6 @@
 """elementwise_add / sub / mul / div with Paddle's ``axis`` broadcasting."""
-from ..registry import INT, AtLeast, Attr, GradOp, register_op
+from ..attribute import INT, AtLeast, Attr
+from ..registry import GradOp, register_op
 from .rules import broadcast, require_same_dtype
 
 

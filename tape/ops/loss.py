@@ -2,7 +2,8 @@
 import numpy as np
 
 from .. import dtypes
-from ..registry import BOOLEAN, INT, Attr, GradOp, Slot, register_op
+from ..attribute import BOOLEAN, INT, Attr
+from ..registry import GradOp, Slot, register_op
 from .rules import fmt, normalize_axis, require_float, require_same_dtype
 
 _HARD_LABEL_TYPES = (dtypes.INT64, dtypes.INT32)

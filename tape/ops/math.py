@@ -2,20 +2,10 @@
 import math
 
 from .. import dtypes
+from ..attribute import BOOLEAN, FLOAT, INT, AtLeast, Attr
 from ..desc import OpDesc
-from ..registry import (
-    BOOLEAN,
-    FLOAT,
-    INT,
-    AtLeast,
-    Attr,
-    GradMaker,
-    GradOp,
-    Slot,
-    grad_name,
-    register_op,
-)
-from .rules import merge_dim, fmt, require_float, require_same_dtype
+from ..registry import GradMaker, GradOp, Slot, grad_name, register_op
+from .rules import fmt, merge_dim, require_float, require_same_dtype
 
 
 def _require_float_pair(ctx):

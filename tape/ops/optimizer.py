@@ -3,7 +3,8 @@
 Each writes its parameter in place: ParamOut is the same variable as Param."""
 import math
 
-from ..registry import BOOLEAN, Attr, Slot, register_op
+from ..attribute import BOOLEAN, Attr
+from ..registry import Slot, register_op
 from .rules import fmt, require_float, require_same_dtype
 
 

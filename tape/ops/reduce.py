@@ -1,6 +1,7 @@
 """mean, reduce_sum and reduce_mean."""
 from .. import dtypes
-from ..registry import BOOLEAN, INT, INTS, AtLeast, Attr, GradOp, register_op
+from ..attribute import BOOLEAN, INT, INTS, AtLeast, Attr
+from ..registry import GradOp, register_op
 from .rules import fmt, require_float
 
 

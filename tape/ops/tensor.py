@@ -5,21 +5,8 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..registry import (
-    BOOLEAN,
-    FLOAT,
-    INT,
-    INTS,
-    LONGS,
-    STRING,
-    AtLeast,
-    Attr,
-    Each,
-    GradOp,
-    OneOf,
-    Slot,
-    register_op,
-)
+from ..attribute import BOOLEAN, FLOAT, INT, INTS, LONGS, STRING, AtLeast, Attr, Each, OneOf
+from ..registry import GradOp, Slot, register_op
 from .rules import fmt, same_as
 
 _FLOATING = sorted(dtypes.FLOATING)

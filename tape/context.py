@@ -1,0 +1,62 @@
+"""What a shape rule and a kernel see of the op they serve."""
+from .desc import VarDesc
+from .errors import InvalidArgumentError
+
+
+class InferShapeContext:
+    """What a shape rule sees: the op's attributes and the VarDescs of its inputs.
+
+    Bound to a temporary block (the eager tape) or to a real BlockDesc (static mode); a rule
+    reads input VarDescs, validates them and sets ``(shape, dtype)`` for each output.
+    """
+
+    __slots__ = ("op_type", "ins", "attrs", "outs")
+
+    def __init__(self, op_type: str, ins: dict, attrs: dict):
+        self.op_type = op_type
+        self.ins = ins            # {slot: [VarDesc]}
+        self.attrs = attrs
+        self.outs = {}            # {slot: [(shape, dtype)]}
+
+    def input(self, slot: str) -> VarDesc:
+        return self.ins[slot][0]
+
+    def inputs(self, slot: str) -> list:
+        return self.ins.get(slot, [])
+
+    def has_input(self, slot: str) -> bool:
+        return bool(self.ins.get(slot))
+
+    def set_output(self, slot: str, shape, dtype: int) -> None:
+        self.outs[slot] = [(tuple(shape), dtype)]
+
+    def set_outputs(self, slot: str, specs) -> None:
+        self.outs[slot] = [(tuple(s), d) for s, d in specs]
+
+    def error(self, message: str) -> InvalidArgumentError:
+        """An error to raise, prefixed with the op type: ``raise ctx.error("X ...")``."""
+        return InvalidArgumentError(f"{self.op_type}: {message}")
+
+
+class ExecutionContext:
+    """Handed to kernels that take a ``ctx`` parameter: inputs by slot, attributes, wanted
+    outputs."""
+
+    __slots__ = ("op_type", "_ins", "attrs", "_wants", "read")
+
+    def __init__(self, op_type: str, ins: dict, attrs: dict, wants):
+        self.op_type = op_type
+        self._ins = ins
+        self.attrs = attrs
+        self._wants = wants
+        self.read = set()
+
+    def input(self, slot: str):
+        self.read.add(slot)
+        return self._ins.get(slot)
+
+    def attr(self, name: str):
+        return self.attrs[name]
+
+    def wants(self, slot: str) -> bool:
+        return self._wants is None or slot in self._wants
