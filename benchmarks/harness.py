@@ -59,8 +59,7 @@ def import_tape_or_reason(*names: str):
 
 def threads_report(torch=None) -> str:
     """One line: the BLAS / OpenMP thread pools numpy and torch will use (defaults untouched)."""
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    parts = [f"cores={os.cpu_count()} (load average {load})"]
+    parts = [f"cores={os.cpu_count()}"]
     env = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                             "MKL_NUM_THREADS") if k in os.environ]
     parts.append("env: " + (", ".join(env) if env else "no thread variables set"))
@@ -75,6 +74,46 @@ def threads_report(torch=None) -> str:
         parts.append(f"torch {torch.__version__}: intra-op threads={torch.get_num_threads()}, "
                      f"inter-op threads={torch.get_num_interop_threads()}")
     return " | ".join(parts)
+
+
+def _busy_seconds():
+    """CPU seconds the whole machine has been busy (Linux /proc/stat), or None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + fields[4]            # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherLoad:
+    """Context manager: how many cores other processes kept busy while it was open.
+
+    A busy neighbour ruins multi-threaded BLAS timings (its spinning workers wait for a
+    preempted peer), so every script reports this beside its figures.
+    """
+
+    def __enter__(self):
+        self._wall, self._busy, self._own = time.perf_counter(), _busy_seconds(), _own_seconds()
+        return self
+
+    def __exit__(self, *exc):
+        busy = _busy_seconds()
+        wall = time.perf_counter() - self._wall
+        self.cores = (None if busy is None or self._busy is None else
+                      max(0.0, busy - self._busy - (_own_seconds() - self._own)) / wall)
+
+    def note(self) -> str:
+        if self.cores is None:
+            return "load from other processes: unknown (no /proc/stat)"
+        return (f"other processes kept {self.cores:.2f} of {os.cpu_count()} cores busy during "
+                f"the measurement" + (" — figures are unreliable" if self.cores > 0.2 else ""))
+
+
+def _own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _calibrate(fn, target: float) -> int:
@@ -119,7 +158,7 @@ def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3
 
 
 def timing_options(quick: bool) -> dict:
-    return {"repeats": 3, "target": 0.03, "warmup": 2} if quick else {}
+    return {"repeats": 3, "target": 0.03, "warmup": 2, "settle": 0.05} if quick else {}
 
 
 def _ratio(value, base) -> str:

@@ -16,6 +16,7 @@ from harness import (
     NUMPY,
     TAPE,
     TORCH,
+    OtherLoad,
     import_tape_or_reason,
     import_torch,
     measure,
@@ -180,7 +181,9 @@ def main(argv=None):
         checks.append(f"batch {batch} {'-'.join(map(str, widths))}: " + check_losses(
             {lib: make(*problem) for lib, make in makers.items()}))
         steps = {lib: make(*problem) for lib, make in makers.items()}
-        times = {lib: t * 1e3 for lib, t in measure(steps, **options).items()}
+        with OtherLoad() as load:
+            times = {lib: t * 1e3 for lib, t in measure(steps, **options).items()}
+        checks.append(f"batch {batch}: {load.note()}")
         rows = [(lib, times.get(lib), notes.get(lib)) for lib in (NUMPY, TORCH, TAPE)]
         print_table(f"batch {batch}, {'-'.join(map(str, widths))}", "ms per step", rows,
                     digits=3)

@@ -17,6 +17,7 @@ from harness import (
     NUMPY,
     TAPE,
     TORCH,
+    OtherLoad,
     import_tape_or_reason,
     import_torch,
     measure,
@@ -130,10 +131,11 @@ def main(argv=None):
         functions[TORCH] = torch_functions(torch)
     if tape is not None:
         functions[TAPE] = tape_functions(tape)
-    forward, backward, no_grad = (
-        {lib: t * per_op for lib, t in measure({lib: fns[i] for lib, fns in functions.items()},
-                                               **options).items()}
-        for i in range(3))
+    with OtherLoad() as load:
+        seconds = [measure({lib: fns[i] for lib, fns in functions.items()},
+                           **dict(options, settle=0.0))   # 32 elements: no thread pool wakes
+                   for i in range(3)]
+    forward, backward, no_grad = ({lib: t * per_op for lib, t in s.items()} for s in seconds)
     grads = {lib: fns[1]() for lib, fns in functions.items()}
 
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
@@ -148,7 +150,7 @@ def main(argv=None):
     print_notes([(f"µs per op = time per iteration / {OPS} ops; Tape's iteration includes "
                   "tape.reset_global_tape()."),
                  "numpy backward is a hand-written reverse pass (one multiply per scale op).",
-                 check_gradients(grads)])
+                 check_gradients(grads), load.note()])
     if parser_args.profile and tape is not None:
         profile_tape(functions[TAPE][1], 200 if parser_args.quick else 2000)
 

@@ -18,7 +18,16 @@ import sys
 import tempfile
 import time
 
-from harness import NUMPY, TAPE, TORCH, import_torch, parse_args, print_notes, print_table
+from harness import (
+    NUMPY,
+    TAPE,
+    TORCH,
+    OtherLoad,
+    import_torch,
+    parse_args,
+    print_notes,
+    print_table,
+)
 
 MODULES = {NUMPY: None, TORCH: "torch", TAPE: "tape"}
 SMALL = (64, (784, 256, 256, 10))
@@ -119,9 +128,10 @@ def main(argv=None):
     print("## Start-up: import time, first and second training step (fresh processes)\n")
     print(f"python {sys.version.split()[0]}; medians of {import_repeats} processes (imports) "
           f"and {step_repeats} (steps); thread defaults untouched")
-    rows, numba_flags = measure_imports(libs + [TAPE], import_repeats)
+    with OtherLoad() as load:
+        rows, numba_flags = measure_imports(libs + [TAPE], import_repeats)
+        runs, tape_problem = measure_steps(libs + [TAPE], step_repeats)
     print_table("import", "ms", rows)
-    runs, tape_problem = measure_steps(libs + [TAPE], step_repeats)
     missing = [] if tape_problem is None else [(TAPE, None, f"did not run: {tape_problem}")]
     if TORCH not in libs:
         missing.append((TORCH, None, "torch not importable"))
@@ -134,7 +144,8 @@ def main(argv=None):
     print()
     print_notes([f"small MLP: batch {SMALL[0]}, {'-'.join(map(str, SMALL[1]))}, as in mlp.py",
                  "import tape pulls in numba: " + ("YES" if numba_flags[TAPE] else "no"),
-                 "Python start-up itself (interpreter, site) is outside every figure."])
+                 "Python start-up itself (interpreter, site) is outside every figure.",
+                 load.note()])
 
 
 if __name__ == "__main__":
