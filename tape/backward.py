@@ -17,8 +17,9 @@ from .registry import GRAD_SUFFIX, op_info
 from .variable import Variable
 
 # How a grad-op slot binds: a forward input/output value, only its shape (no-need-buffer),
-# the gradient of a forward output, the gradient of a forward input, or a temporary.
-_FWD_IN, _FWD_OUT, _META_IN, _META_OUT, _OUT_GRAD, _IN_GRAD, _TEMP = range(7)
+# the gradient of a forward output (zeros if none arrived, or nothing for a dispensable slot),
+# the gradient of a forward input, or a temporary.
+_FWD_IN, _FWD_OUT, _META_IN, _META_OUT, _OUT_GRAD, _OPT_OUT_GRAD, _IN_GRAD, _TEMP = range(8)
 
 
 class _Step:
@@ -73,17 +74,22 @@ def _make_plan(h) -> list:
                                                f"which is not an input gradient")
                 bound.append(ref)
             outs.append((s.name, s.duplicable, tuple(bound)))
-        ins = tuple((slot, dup, tuple(_value_or_meta(info, gop, ref) for ref in bound))
+        optional = {s.name for s in ginfo.inputs if s.dispensable}
+        ins = tuple((slot, dup, tuple(_bind_input(info, gop, ref, slot in optional)
+                                      for ref in bound))
                     for slot, dup, bound in ins)
         attrs = None if gop.attrs == h.attrs else gop.attrs
         steps.append(_Step(ginfo, ins, tuple(outs), attrs))
     return steps
 
 
-def _value_or_meta(info, gop, ref):
-    """A forward-value binding, turned into a shape-only one for a no-need-buffer slot; reading
-    a forward slot the grad maker did not declare is an error (the tape did not keep it)."""
+def _bind_input(info, gop, ref, optional):
+    """Refine a grad-op input binding: shape-only for a no-need-buffer slot, skippable for an
+    optional output gradient; reading a forward slot the grad maker did not declare is an error
+    (the tape did not keep it)."""
     kind, slot, i = ref
+    if kind == _OUT_GRAD and optional:
+        return (_OPT_OUT_GRAD, slot, i)
     if kind not in (_FWD_IN, _FWD_OUT):
         return ref
     if slot not in info.grad.reads:
@@ -159,11 +165,16 @@ def _run_step(step, h, grads, temps, leaves):
                 values.append(h.outputs[fslot][i]._value)
             elif kind == _TEMP:
                 values.append(temps[fslot])
+            elif kind == _OPT_OUT_GRAD:
+                e = h.outputs[fslot][i]
+                g = grads.get((e.desc if type(e) is Variable else e).name)
+                if g is not None:
+                    values.append(g)
             else:
                 e = (inputs if kind == _META_IN else h.outputs)[fslot][i]
                 d = e.desc if type(e) is Variable else e
                 values.append(shape_only(d.shape, d.dtype))
-        args[slot] = values if duplicable else values[0]
+        args[slot] = values if duplicable else values[0] if values else None
     call = step.calls.get(h.dtype)
     if call is None:
         call = step.calls[h.dtype] = step.info.kernel(CPU, h.dtype).call

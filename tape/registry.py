@@ -80,16 +80,19 @@ class GradOp(GradMaker):
 
     ``grads`` are the input slots that receive gradients (default: every input slot but those
     in ``no_grad``); ``out_grads`` the output slots whose gradients it reads (default: the
-    non-intermediate outputs).
+    non-intermediate outputs), zeros standing in for a gradient that never arrived;
+    ``optional_out_grads`` those it reads only when one arrived (dispensable slots).
     """
 
-    def __init__(self, reads=(), grads=None, out_grads=None, no_grad=(), no_need_buffer=()):
+    def __init__(self, reads=(), grads=None, out_grads=None, no_grad=(), no_need_buffer=(),
+                 optional_out_grads=()):
         self.reads = frozenset(reads)
         self.no_need_buffer = frozenset(no_need_buffer)
         self.keeps = self.reads - self.no_need_buffer
         self._read_order = tuple(reads)
         self.grads = grads
-        self._out_grads = out_grads
+        self._out_grads = None if out_grads is None else tuple(out_grads)
+        self._optional_out_grads = tuple(optional_out_grads)
         self._no_grad = frozenset(no_grad)
 
     def bind(self, info: OpInfo) -> None:
@@ -108,6 +111,8 @@ class GradOp(GradMaker):
                     dispensable=by_name[n].dispensable, no_need_buffer=n in self.no_need_buffer)
                for n in self._read_order]
         ins += [Slot(grad_name(n), f"gradient of {n}") for n in self._out_grads]
+        ins += [Slot(grad_name(n), f"gradient of {n}, when one arrived", dispensable=True)
+                for n in self._optional_out_grads]
         outs = [Slot(grad_name(n), f"gradient of {n}", duplicable=by_name[n].duplicable,
                      dispensable=True) for n in self.grads]
         register_op(self.type, inputs=ins, outputs=outs, attrs=list(info.attrs.values()),
@@ -117,7 +122,7 @@ class GradOp(GradMaker):
         ins = {}
         for slot in self._read_order:
             ins[slot] = op.inputs[slot] if slot in op.inputs else op.outputs.get(slot, [])
-        for slot in self._out_grads:
+        for slot in self._out_grads + self._optional_out_grads:
             ins[grad_name(slot)] = [grad_name(n) for n in op.outputs.get(slot, [])]
         outs = {grad_name(s): [grad_name(n) for n in op.inputs.get(s, [])] for s in self.grads}
         return [OpDesc(self.type, ins, outs, op.attrs)]

@@ -57,13 +57,29 @@ def test_loss_output_alone_feeds_the_gradient():
 
 
 def test_output_without_gradient_is_given_zeros():
-    # softmax_with_cross_entropy_grad reads Loss@GRAD (Paddle does not differentiate through
-    # Softmax): when only Softmax feeds the loss, backward must fill Loss@GRAD with zeros.
+    # softmax_with_cross_entropy_grad always reads Loss@GRAD: when only Softmax feeds the loss,
+    # backward fills Loss@GRAD with zeros, and the gradient is Softmax's alone.
     logits, label = _logits_and_label()
     softmax, _ = ops.softmax_with_cross_entropy(logits, label)
-    (softmax * constant((4, 5))).backward()
-    assert logits.grad.shape == (4, 5)
-    np.testing.assert_array_equal(logits.grad.value(), np.zeros((4, 5)))
+    c = constant((4, 5))
+    (softmax * c).backward()
+    s, cv = softmax.value(), c.value()
+    expected = s * (cv - (cv * s).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(logits.grad.value(), expected, rtol=1e-12)
+
+
+def test_gradients_through_both_outputs_add_up():
+    logits, label = _logits_and_label()
+    softmax, loss = ops.softmax_with_cross_entropy(logits, label)
+    (ops.mean(loss) + ops.mean(softmax * constant((4, 5)))).backward()
+    both = logits.grad.value()
+    for part in ("loss", "softmax"):
+        tape.reset_global_tape()
+        logits.grad = None
+        softmax, loss = ops.softmax_with_cross_entropy(logits, label)
+        (ops.mean(loss) if part == "loss" else ops.mean(softmax * constant((4, 5)))).backward()
+        both = both - logits.grad.value()
+    np.testing.assert_allclose(both, 0, atol=1e-15)
 
 
 # ---- release ----

@@ -133,8 +133,8 @@ def softmax_with_cross_entropy(Logits, Label, soft_label, use_softmax, ignore_in
 
 
 @kernel("softmax_with_cross_entropy_grad")
-def softmax_with_cross_entropy_grad(Label, Softmax, dLoss, soft_label, use_softmax, ignore_index,
-                                    axis):
+def softmax_with_cross_entropy_grad(Label, Softmax, dLoss, dSoftmax, soft_label, use_softmax,
+                                    ignore_index, axis):
     op = "softmax_with_cross_entropy_grad"
     softmax = as_rows(Softmax, axis)
     labels = as_rows(Label, axis) if soft_label else Label.reshape(-1)
@@ -148,4 +148,9 @@ def softmax_with_cross_entropy_grad(Label, Softmax, dLoss, soft_label, use_softm
         dlogits = np.empty_like(softmax)
         bad = _hard_softmax_loss_grad(softmax, labels, dloss, ignore_index, dlogits)
         _raise_if_bad(op, bad, labels, softmax.shape[1], ignore_index)
+    if dSoftmax is not None:   # Softmax itself fed the loss too (Paddle drops this gradient)
+        ds = as_rows(dSoftmax, axis)
+        if use_softmax:
+            ds = softmax * (ds - (ds * softmax).sum(-1, keepdims=True))
+        dlogits = dlogits + ds
     return from_rows(dlogits, Softmax.shape, axis)

@@ -136,8 +136,9 @@ register_op(
            _IGNORE_INDEX,
            Attr("axis", INT, -1, "the class axis; negative counts from the end")],
     infer_shape=_softmax_with_cross_entropy_shape,
-    grad=GradOp(reads=["Label", "Softmax"], out_grads=["Loss"], no_grad=["Label"]),
+    grad=GradOp(reads=["Label", "Softmax"], out_grads=["Loss"], optional_out_grads=["Softmax"],
+                no_grad=["Label"]),
     case=_softmax_with_cross_entropy_case,
     doc="Softmax = softmax(Logits, axis); Loss = -log(Softmax[Label]) along axis (0 where "
         "Label == ignore_index), or -sum(Label * log(Softmax), axis) with soft_label. "
-        "The gradient is (Softmax - onehot(Label)) * dLoss; Softmax passes no gradient back.")
+        "The gradient is (Softmax - onehot(Label)) * dLoss, plus Softmax's own when it is used.")

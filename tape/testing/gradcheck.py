@@ -85,8 +85,8 @@ def grad_op_types(op_type: str, inputs: dict | None = None, attrs: dict | None =
 
 
 def _differentiable_outputs(info: OpInfo, inputs: dict, attrs) -> set:
-    """Output slots whose gradient some grad op reads (Paddle's softmax_with_cross_entropy, for
-    one, reads Loss@GRAD but not Softmax@GRAD: Softmax is not differentiated through)."""
+    """Output slots whose gradient some grad op reads: an op may declare an output that is not
+    differentiated through (its grad maker never reads that gradient)."""
     read = {n for g in _grad_ops(info, inputs, attrs) for n in g.input_arg_names()}
     return {s for s in info.output_names if grad_name(f"{s}:0") in read}
 
