@@ -131,17 +131,13 @@ class GradOp(GradMaker):
 class Kernel:
     """A kernel function and how its parameters bind to inputs and attributes."""
 
-    __slots__ = ("fn", "params", "call")
+    __slots__ = ("fn", "call")
 
-    def __init__(self, fn):
+    def __init__(self, fn, info: OpInfo):
         self.fn = fn
-        self.params = tuple(inspect.signature(fn).parameters)
-        self.call = None
-
-    def bind(self, info: OpInfo) -> None:
         slots = {s.name for s in info.inputs}
         args = []
-        for p in self.params:
+        for p in inspect.signature(fn).parameters:
             if p in slots:
                 args.append(f"ins.get({p!r})")
             elif p[:1] == "d" and grad_name(p[1:]) in slots:
@@ -243,8 +239,6 @@ class OpInfo:
             have = sorted(dtypes.name(d) for p, d in self.kernels if p == place.key)
             raise NotFoundError(f"{self.type}: no kernel for ({place}, {dtypes.name(dtype)}); "
                                 f"registered: {have or 'none'}")
-        if k.call is None:
-            k.bind(self)
         return k
 
     def __repr__(self):
@@ -280,7 +274,7 @@ def kernel(op_type: str, types=FLOAT_TYPES, place=CPU):
     """Register the decorated function as the kernel of ``op_type`` for each dtype in ``types``."""
     def register(fn):
         info = op_info(op_type)
-        k = Kernel(fn)
+        k = Kernel(fn, info)
         for d in types:
             info.kernels[(place.key, d)] = k
         return fn

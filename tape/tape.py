@@ -172,11 +172,8 @@ class Tape:
             specs = _infer_shapes(info, descs, attrs, key)
         if dtype is None:
             dtype = _kernel_dtype(info, descs, attrs)
-        k = info.kernels.get((_CPU_KEY, dtype))
-        call = k.call if k is not None else None
-        if call is None:
-            call = info.kernel(CPU, dtype).call
-        result = call(arrays, attrs, None)
+        k = info.kernels.get((_CPU_KEY, dtype)) or info.kernel(CPU, dtype)
+        result = k.call(arrays, attrs, None)
 
         record = requires_grad and info.grad is not None and _grad_enabled()
         if record and self._spent:

@@ -116,8 +116,7 @@ def test_checker_catches_a_shape_rule_that_disagrees_with_the_kernel(user_ops):
 def test_kernel_parameter_that_names_nothing_is_an_error(user_ops):
     register_op("user_misnamed", inputs=["X"], outputs=["Out"], infer_shape=float_same_as("X"))
     with pytest.raises(tape.NotFoundError, match="parameter 'alpha'.*names no input slot"):
-        kernel("user_misnamed")(lambda X, alpha: X * alpha)
-        tape.get_global_tape().add_op("user_misnamed", {"X": [tape.Variable(np.ones(2))]})
+        kernel("user_misnamed")(lambda X, alpha: X * alpha)   # caught at registration
 
 
 def test_registering_a_type_twice_is_an_error(user_ops):
