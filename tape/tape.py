@@ -116,12 +116,12 @@ class Tape:
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
         """Check, infer shapes, run the kernel and record: the body of every eager op.
 
-        One pass over the inputs gathers what each later stage needs (VarDescs for the shape
-        rule, arrays for the kernel, the shape-cache key, the entries a handle would keep):
-        this runs for every op of every iteration.
+        One pass over the inputs gathers what each later stage needs (the shape-cache key,
+        arrays for the kernel, the entries a handle would keep); the shape rule itself runs only
+        for input shapes not seen before. This runs for every op of every iteration.
         """
         attrs, attrs_key = info.checked_attrs(attrs)
-        descs, arrays, entries = {}, {}, {}
+        arrays, entries = {}, {}
         key = [attrs_key]
         keeps = info.grad.keeps if info.grad is not None else ()
         requires_grad = False
@@ -160,18 +160,15 @@ class Tape:
                         f"{d.name}.detach() to use its value as a constant")
                 kept.append(v if name in keeps or not v._tape else d)
             entries[name] = kept
-            if duplicable:
-                descs[name] = [v.desc for v in vs]
-                arrays[name] = [v._value for v in vs]
-            else:
-                descs[name] = (d,)
-                arrays[name] = v._value
+            arrays[name] = [v._value for v in vs] if duplicable else v._value
 
         specs = info.shape_cache.get(key := tuple(key))
-        if specs is None:
-            specs = _infer_shapes(info, descs, attrs, key)
-        if dtype is None:
-            dtype = _kernel_dtype(info, descs, attrs)
+        if specs is None or dtype is None:
+            descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
+            if specs is None:
+                specs = _infer_shapes(info, descs, attrs, key)
+            if dtype is None:
+                dtype = _kernel_dtype(info, descs, attrs)
         k = info.kernels.get((_CPU_KEY, dtype)) or info.kernel(CPU, dtype)
         result = k.call(arrays, attrs, None)
 
