@@ -1,13 +1,12 @@
 """Linear: a fully connected layer, emitted as Paddle's fc ops (mul, elementwise_add, act)."""
 from __future__ import annotations
 
-import math
-
 import tape
-from tape import dtypes
 from tape.errors import InvalidArgumentError
 from tape.registry import REGISTRY
 from tape.variable import Variable, unique_name
+
+from .layer import Layer, constant, float_dtype, xavier_uniform
 
 
 def _activation(act: str | None):
@@ -24,14 +23,7 @@ def _activation(act: str | None):
     return getattr(tape.ops, act)
 
 
-def _parameter(init_tape, name: str, initializer: str, attrs: dict) -> Variable:
-    p = Variable(name=name, stop_gradient=False)
-    p.desc.persistable = True
-    init_tape.add_op(initializer, {}, {"Out": [p]}, attrs)
-    return p
-
-
-class Linear:
+class Linear(Layer):
     """A fully connected layer: ``y = act(x @ w + b)`` over the last dim of ``x``.
 
     Args:
@@ -54,19 +46,12 @@ class Linear:
 
     def __init__(self, in_dim: int, out_dim: int, act: str | None = None,
                  dtype="float32"):
-        code = dtypes.from_numpy(dtype)
-        if code not in dtypes.FLOATING:
-            raise InvalidArgumentError(f"Linear: dtype must be floating, received {dtype!r}")
+        code = float_dtype("Linear", dtype)
         self.in_dim, self.out_dim, self.act = in_dim, out_dim, act
         self._act = _activation(act)
         prefix = unique_name("linear")
-        limit = math.sqrt(6.0 / (in_dim + out_dim))
-        init = tape.Tape()   # throwaway: the initialisers are not part of any training tape
-        self.w = _parameter(init, f"{prefix}.w_0", "uniform_random",
-                            {"shape": [in_dim, out_dim], "dtype": code, "min": -limit,
-                             "max": limit})
-        self.b = _parameter(init, f"{prefix}.b_0", "fill_constant",
-                            {"shape": [out_dim], "dtype": code, "value": 0.0})
+        self.w = xavier_uniform(f"{prefix}.w_0", (in_dim, out_dim), code, in_dim, out_dim)
+        self.b = constant(f"{prefix}.b_0", (out_dim,), code)
 
     def __call__(self, x: Variable) -> Variable:
         rank = len(x.shape)
@@ -76,10 +61,6 @@ class Linear:
         h = tape.ops.mul(x, self.w, x_num_col_dims=rank - 1, y_num_col_dims=1)
         h = tape.ops.elementwise_add(h, self.b, axis=rank - 1)
         return h if self._act is None else self._act(h)
-
-    def params(self) -> list[Variable]:
-        """``[w, b]``."""
-        return [self.w, self.b]
 
     def __repr__(self):
         return f"Linear({self.in_dim}, {self.out_dim}, act={self.act!r}, dtype={self.w.dtype})"

@@ -2,8 +2,10 @@
 import tape
 from tape.variable import Variable
 
+from .layer import Layer
 
-class Mean:
+
+class Mean(Layer):
     """``y = mean(x)``: the average of every element of ``x``, as a 0-D Variable (op ``mean``).
 
     >>> Mean()(tape.Variable(np.array([1.0, 2.0, 6.0]))).value()
