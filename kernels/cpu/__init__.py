@@ -1,2 +1,17 @@
 """CPU kernels: numpy where it is optimal, lazily compiled numba where a fused loop pays."""
-from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # noqa: F401
+from . import (  # noqa: F401
+    activation,
+    conv,
+    dropout,
+    elementwise,
+    embedding,
+    io,
+    loss,
+    manipulation,
+    math,
+    norm,
+    optimizer,
+    pool,
+    reduce,
+    tensor,
+)

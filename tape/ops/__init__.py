@@ -9,7 +9,22 @@ from ..registry import REGISTRY
 from ..tape import get_global_tape
 
 # each family registers its ops on import
-from . import activation, elementwise, loss, math, optimizer, reduce, tensor  # noqa: F401
+from . import (  # noqa: F401
+    activation,
+    conv,
+    dropout,
+    elementwise,
+    embedding,
+    io,
+    loss,
+    manipulation,
+    math,
+    norm,
+    optimizer,
+    pool,
+    reduce,
+    tensor,
+)
 
 
 def _make_op_function(info):
