@@ -81,12 +81,15 @@ def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
 class Tape:
     """Records the ops that lead to Variables that want gradients; ``backward`` replays them."""
 
-    __slots__ = ("serial", "_ops", "_spent")
+    __slots__ = ("serial", "_ops", "_spent", "tracing")
 
-    def __init__(self):
+    def __init__(self, tracing: bool = False):
+        """``tracing=True``: record every op and keep every value (for export to a program),
+        not only what backward needs."""
         self.serial = next(_serials)
         self._ops: list[OpHandle] = []
         self._spent = False
+        self.tracing = tracing
 
     def __len__(self):
         return len(self._ops)
@@ -123,7 +126,10 @@ class Tape:
         attrs, attrs_key = info.checked_attrs(attrs)
         arrays, entries = {}, {}
         key = [attrs_key]
-        keeps = info.grad.keeps if info.grad is not None else ()
+        if self.tracing:
+            keeps = info.input_names + info.output_names
+        else:
+            keeps = info.grad.keeps if info.grad is not None else ()
         requires_grad = False
         dtype = None
         for name, duplicable, dispensable in info.slot_specs:
@@ -172,7 +178,8 @@ class Tape:
         k = info.kernels.get((_CPU_KEY, dtype)) or info.kernel(CPU, dtype)
         result = k.call(arrays, attrs, None)
 
-        record = requires_grad and info.grad is not None and _grad_enabled()
+        grad_flows = requires_grad and info.grad is not None and _grad_enabled()
+        record = grad_flows or self.tracing
         if record and self._spent:
             raise PreconditionNotMetError(
                 f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() "
@@ -193,12 +200,13 @@ class Tape:
                 for v, (shape, out_dtype), val in zip(given, spec, values):
                     d = v.desc
                     d.shape, d.dtype = shape, out_dtype
-                    if record:
+                    if grad_flows:
                         d.stop_gradient = False
                     v._value, v._tape = val, serial
                 vs = given
             else:
-                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not record),
+                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False,
+                                           not grad_flows),
                                    val, serial)
                       for (shape, out_dtype), val in zip(spec, values)]
             produced[slot.name] = vs

@@ -254,3 +254,14 @@ def test_scalar_operators_keep_float32():
     x = Variable(np.ones(3, np.float32), stop_gradient=False)
     for y in (x + 1, 1 - x, x * 2.5, 2 / x, -x, x / 3):
         assert y.dtype == np.float32, y
+
+
+def test_tracing_tape_records_every_op_and_keeps_every_value():
+    traced = tape.Tape(tracing=True)
+    x = Variable(np.ones((2, 3)))                     # stop_gradient: no gradient anywhere
+    (y,) = traced.add_op("relu", {"X": [x]})["Out"]
+    (z,) = traced.add_op("scale", {"X": [y]}, attrs={"scale": 2.0})["Out"]
+    assert [h.type for h in traced] == ["relu", "scale"]
+    relu, scale = list(traced)
+    assert relu.inputs["X"][0] is x and relu.outputs["Out"][0] is y and scale.inputs["X"][0] is y
+    assert z.stop_gradient and y.stop_gradient      # recorded for export, not differentiable
