@@ -30,3 +30,14 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+
+# Regenerate tape/framework_pb2.py (checked in) from tape/framework.proto. The pinned generator
+# writes code for protobuf 7.35.1, the floor of the runtime pin in pyproject.toml. The module
+# builds its messages in a private descriptor pool, so that it can share a process with
+# PaddlePaddle's own framework_pb2, which defines the same message names.
+.PHONY: proto
+proto: $(STAMP)
+	$(BIN)/python -m pip install --quiet grpcio-tools==1.85.1
+	$(BIN)/python -m grpc_tools.protoc -I tape --python_out=tape tape/framework.proto
+	sed -i -e 's/_descriptor_pool.Default()/_descriptor_pool.DescriptorPool()/' \
+	    -e '1i # ruff: noqa' tape/framework_pb2.py

@@ -1,7 +1,16 @@
 """Layers: functions that own parameters and add ops to the global tape, and data feeders."""
+from .conv import Conv2D
+from .dropout import Dropout
+from .embedding import Embedding
 from .feed import Fill
 from .layer import Layer
 from .linear import Linear
 from .mean import Mean
+from .norm import BatchNorm, LayerNorm
+from .pool import AvgPool2D, MaxPool2D, Pool2D
+from .recurrent import GRUCell, LSTMCell
+from .sequential import Sequential
 
-__all__ = ["Fill", "Layer", "Linear", "Mean"]
+__all__ = ["AvgPool2D", "BatchNorm", "Conv2D", "Dropout", "Embedding", "Fill", "GRUCell",
+           "LSTMCell", "Layer", "LayerNorm", "Linear", "MaxPool2D", "Mean", "Pool2D",
+           "Sequential"]

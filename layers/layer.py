@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import tape
 from tape import dtypes
 from tape.errors import InvalidArgumentError
@@ -82,3 +84,49 @@ class Layer:
 
     def eval(self) -> Layer:
         return self.train(False)
+
+    def state_dict(self, keep_vars: bool = False) -> dict:
+        """Parameters and persistable buffers (batch norm's running statistics), here and
+        below, by attribute path: ``{"w": ..., "l1.w": ..., "blocks.0.b": ...}``. Values are
+        copies of the arrays; with ``keep_vars`` the Variables themselves."""
+        out = {}
+        for name, v in vars(self).items():
+            if isinstance(v, Variable) and v.desc.persistable:
+                out[name] = v if keep_vars else v.value().copy()
+            for prefix, layer in _named_layers(name, v):
+                for key, x in layer.state_dict(keep_vars).items():
+                    out[f"{prefix}.{key}"] = x
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Copy ``state`` (as ``state_dict`` returns it) into this layer's Variables in place, so
+        optimizers keep pointing at them. Keys, shapes and dtypes must match exactly; all are
+        checked before anything changes."""
+        where = f"{type(self).__name__}.load_state_dict"
+        own = self.state_dict(keep_vars=True)
+
+        def spec(v):
+            return f"{v.dtype} {np.shape(v)}"
+        missing = [f"{k!r} (expected {spec(v.value())})" for k, v in own.items() if k not in state]
+        unexpected = [repr(k) for k in state if k not in own]
+        if missing or unexpected:
+            problems = [f"{what} key(s) {', '.join(keys)}" for what, keys in
+                        (("missing", missing), ("unexpected", unexpected)) if keys]
+            raise InvalidArgumentError(f"{where}: {'; '.join(problems)}")
+        for key, v in own.items():
+            value = np.asarray(state[key])
+            if value.shape != v.value().shape or value.dtype != v.dtype:
+                raise InvalidArgumentError(f"{where}: {key!r} expected {spec(v.value())}, "
+                                           f"received {spec(value)}")
+        for key, v in own.items():
+            v.value()[...] = state[key]
+
+
+def _named_layers(name: str, value) -> list:
+    """``[(key, layer)]`` for an attribute holding a Layer (``name``) or a list of them
+    (``name.0``, ``name.1``, ...)."""
+    if isinstance(value, Layer):
+        return [(name, value)]
+    if isinstance(value, (list, tuple)):
+        return [(f"{name}.{i}", x) for i, x in enumerate(value) if isinstance(x, Layer)]
+    return []

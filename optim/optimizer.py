@@ -5,6 +5,7 @@ import numpy as np
 
 import tape
 from tape import dtypes
+from tape.errors import InvalidArgumentError
 from tape.variable import Variable, unique_name
 
 
@@ -17,8 +18,12 @@ class Optimizer:
     that consumes them, as in DyNet. ``learning_rate`` may be changed between steps.
     """
 
+    # Per-parameter state a subclass keeps: slot -> shape, None for the parameter's shape.
+    state_slots: dict = {}
+
     def __init__(self, learning_rate: float):
         self.learning_rate = learning_rate
+        self._accumulators = {}     # parameter name -> {slot: Variable}
 
     @property
     def learning_rate(self) -> float:
@@ -33,11 +38,68 @@ class Optimizer:
         """The (1,) LearningRate Variable for parameters of ``dtype`` (a VarType code)."""
         rate = self._rates.get(dtype)
         if rate is None:
-            rate = Variable(np.full((1,), self._learning_rate, dtypes.to_numpy(dtype)),
-                            name=unique_name("learning_rate"))
-            rate.desc.persistable = True
+            rate = _persistable(np.full((1,), self._learning_rate, dtypes.to_numpy(dtype)),
+                                "learning_rate")
             self._rates[dtype] = rate
         return rate
+
+    def accumulator(self, param: Variable, slot: str, fill: float) -> Variable:
+        """The state ``slot`` of ``param`` (velocity, moment1, ...): a persistable Variable of
+        the parameter's dtype, made on first use and filled with ``fill``."""
+        slots = self._accumulators.setdefault(param.name, {})
+        state = slots.get(slot)
+        if state is None:
+            shape = self.state_slots[slot] or param.shape
+            state = slots[slot] = _persistable(np.full(shape, fill, param.dtype),
+                                               f"{param.name}_{slot}")
+        return state
+
+    def state_dict(self, params) -> dict:
+        """``{"learning_rate": float, "<key>.<slot>": array}``: the learning rate and a copy of
+        each parameter's state. ``params`` names the parameters: a Layer (its ``state_dict``
+        keys, stable across processes and models), a ``{key: Variable}`` dict, or a list of
+        Variables (their names)."""
+        state = {"learning_rate": self._learning_rate}
+        for key, p in _keyed(params).items():
+            for slot, value in self._accumulators.get(p.name, {}).items():
+                state[f"{key}.{slot}"] = value.value().copy()
+        return state
+
+    def load_state_dict(self, state: dict, params) -> None:
+        """Restore what ``state_dict(params)`` returned (``params`` may be another model with
+        the same structure). Checks every key, shape and dtype before changing anything."""
+        where = f"{type(self).__name__}.load_state_dict"
+        keyed, loaded = _keyed(params), {}
+        if "learning_rate" not in state:
+            raise InvalidArgumentError(f"{where}: missing key 'learning_rate'")
+        for name, value in state.items():
+            if name == "learning_rate":
+                continue
+            key, _, slot = name.rpartition(".")
+            if key not in keyed or slot not in self.state_slots:
+                raise InvalidArgumentError(
+                    f"{where}: unexpected key {name!r}; expected 'learning_rate' or "
+                    f"'<parameter key>.<slot>' with a slot in {list(self.state_slots)} and a "
+                    f"key in {list(keyed)}")
+            p, value = keyed[key], np.asarray(value)
+            shape = tuple(self.state_slots[slot] or p.shape)
+            if value.shape != shape or value.dtype != p.dtype:
+                raise InvalidArgumentError(f"{where}: {name!r} expected {p.dtype} {shape}, "
+                                           f"received {value.dtype} {value.shape}")
+            loaded.setdefault(p.name, {})[slot] = value
+        for key, p in keyed.items():    # a parameter's state is all there, or not at all
+            missing = set(self.state_slots) - set(loaded.get(p.name, self.state_slots))
+            if missing:
+                raise InvalidArgumentError(f"{where}: missing key(s) "
+                                           f"{sorted(f'{key}.{s}' for s in missing)}")
+        self.learning_rate = float(state["learning_rate"])
+        for name, slots in loaded.items():
+            current = self._accumulators.setdefault(name, {})
+            for slot, value in slots.items():
+                if slot in current:     # in place: the update ops keep pointing at it
+                    current[slot].value()[...] = value
+                else:
+                    current[slot] = _persistable(value.copy(), f"{name}_{slot}")
 
     def update_op(self, param: Variable, grad: Variable):
         """``(op type, inputs, outputs, attrs)`` of the op that updates ``param`` from ``grad``;
@@ -52,3 +114,31 @@ class Optimizer:
                     continue
                 run(*self.update_op(p, p.grad))
                 p.grad = None
+
+    def minimize(self, loss, program) -> list:
+        """Static training: append the backward of ``loss`` to ``program`` (unless already
+        there) and one ``update_op`` per trainable parameter; the learning rate and accumulators
+        become persistable variables, with their values in ``program.scope``. Returns the update
+        OpDescs, to run as targets.
+
+        >>> program = tape.static.trace(lambda x, y: loss_fn(model(x), y), x, y)
+        >>> updates = SGD(0.1).minimize(program.fetch_names[0], program)
+        >>> tape.static.Executor().run(program, feed, [program.fetch_names[0]], targets=updates)
+        """
+        from tape.static import append_backward, append_optimizer_ops
+        return append_optimizer_ops(program, append_backward(program, loss), self.update_op)
+
+
+def _persistable(value, prefix: str) -> Variable:
+    v = Variable(value, name=unique_name(prefix))
+    v.desc.persistable = True
+    return v
+
+
+def _keyed(params) -> dict:
+    """``{key: parameter}`` from a Layer (its trainable state_dict entries), a dict, or a list."""
+    if hasattr(params, "state_dict"):
+        return {k: v for k, v in params.state_dict(keep_vars=True).items() if not v.stop_gradient}
+    if isinstance(params, dict):
+        return params
+    return {p.name: p for p in params}

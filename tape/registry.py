@@ -61,9 +61,13 @@ class GradMaker:
     ``reads`` names the forward slots (inputs or outputs) the grad ops take; of those,
     ``no_need_buffer`` ones are read only for their shape and dtype. ``keeps`` (reads minus
     no-need-buffer) is exactly what the eager tape keeps alive for backward. ``grads`` names the
-    input slots that receive gradients. Subclasses implement ``make``.
+    input slots that receive gradients; ``out_grads`` the output slots whose gradients the grad
+    ops read (None: every output) — only those outputs want a gradient, so an op's in-place
+    bookkeeping outputs (batch norm's running statistics) stay constants. Subclasses implement
+    ``make``.
     """
 
+    out_grads: frozenset | None = None
     reads: frozenset = frozenset()
     no_need_buffer: frozenset = frozenset()
     keeps: frozenset = frozenset()
@@ -105,6 +109,7 @@ class GradOp(GradMaker):
             self.grads = tuple(s.name for s in info.inputs if s.name not in self._no_grad)
         if self._out_grads is None:
             self._out_grads = tuple(s.name for s in info.outputs if not s.intermediate)
+        self.out_grads = frozenset(self._out_grads + self._optional_out_grads)
         self.type = info.type + "_grad"
         by_name = {s.name: s for s in info.inputs + info.outputs}
         ins = [Slot(n, by_name[n].doc, duplicable=by_name[n].duplicable,
@@ -165,7 +170,7 @@ class OpInfo:
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
                  "kernel_dtype_attr", "fixed_arity", "duplicable_free", "slot_specs", "shape_cache",
-                 "attr_cache")
+                 "attr_cache", "differentiable_outputs")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -184,6 +189,7 @@ class OpInfo:
         self.kernel_dtype_attr = "dtype" if "dtype" in self.attrs else None
         self.shape_cache = {}
         self.attr_cache = {}
+        self.differentiable_outputs = frozenset()
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
         self.duplicable_free = not any(s.duplicable for s in self.inputs + self.outputs)
         self.fixed_arity = self.duplicable_free and not any(
@@ -257,6 +263,9 @@ def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, gr
     REGISTRY[type] = info
     if isinstance(grad, GradOp):
         grad.bind(info)
+    if grad is not None:
+        info.differentiable_outputs = (frozenset(info.output_names) if grad.out_grads is None
+                                       else grad.out_grads)
     return info
 
 

@@ -194,19 +194,20 @@ class Tape:
                 continue
             given = outputs.get(slot.name) if outputs is not None else None
             values = value if slot.duplicable else (value,)
+            flows = grad_flows and slot.name in info.differentiable_outputs
             if given:
-                # A Variable written by an op that is not recorded (a feeder, an optimizer's
-                # in-place update) keeps its own stop_gradient: a parameter stays trainable.
+                # A Variable written by an op that passes it no gradient (a feeder, an
+                # optimizer's in-place update, batch norm's running statistics) keeps its own
+                # stop_gradient: a parameter stays trainable, a statistic stays constant.
                 for v, (shape, out_dtype), val in zip(given, spec, values):
                     d = v.desc
                     d.shape, d.dtype = shape, out_dtype
-                    if grad_flows:
+                    if flows:
                         d.stop_gradient = False
                     v._value, v._tape = val, serial
                 vs = given
             else:
-                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False,
-                                           not grad_flows),
+                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
                                    val, serial)
                       for (shape, out_dtype), val in zip(spec, values)]
             produced[slot.name] = vs

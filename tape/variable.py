@@ -1,12 +1,16 @@
 """Variable: a VarDesc, its value (an array on a place) and its gradient."""
 from __future__ import annotations
 
+import contextlib
 import itertools
+import sys
+import threading
 
 import numpy as np
 
 from . import dtypes
 from .desc import VarDesc
+from .errors import PreconditionNotMetError
 
 _name_sources: dict = {}
 
@@ -31,6 +35,42 @@ def _as_array(value):
     if arr.dtype == np.float64 and not isinstance(value, np.generic):
         arr = arr.astype(np.float32)   # Python floats default to float32, as in Paddle and PyTorch
     return arr
+
+
+class _ValueReads(threading.local):
+    forbidden = 0    # > 0 while tape.static.trace runs the user's function on this thread
+
+
+_value_reads = _ValueReads()
+
+
+@contextlib.contextmanager
+def forbid_value_reads():
+    """While active (on this thread), reading a Variable's value raises: a traced program must
+    not depend on the values seen while tracing."""
+    _value_reads.forbidden += 1
+    try:
+        yield
+    finally:
+        _value_reads.forbidden -= 1
+
+
+def _user_frame():
+    """``file:line`` of the innermost caller outside the tape package (the user's code)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module != "tape" and not module.startswith("tape."):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def _refuse_value_read(v, what: str):
+    raise PreconditionNotMetError(
+        f"{_user_frame()}: {what} reads the value of {v.name} while tracing a program; Python "
+        f"control flow on it would bake the branch taken for the example inputs into the "
+        f"program. Compute it with ops instead, or outside the traced function")
 
 
 def new_variable(desc: VarDesc, value, tape: int) -> Variable:
@@ -64,6 +104,8 @@ class Variable:
 
     def value(self):
         """The array (numpy on CPUPlace)."""
+        if _value_reads.forbidden:
+            _refuse_value_read(self, f"{self.name}.value()")
         return self._value
 
     @property
@@ -100,7 +142,19 @@ class Variable:
         get_global_tape().backward(self)
 
     def __array__(self, dtype=None, copy=None):
+        if _value_reads.forbidden:
+            _refuse_value_read(self, f"np.asarray({self.name})")
         return self._value if dtype is None else self._value.astype(dtype)
+
+    def __bool__(self):
+        if _value_reads.forbidden:
+            _refuse_value_read(self, f"bool({self.name})")
+        return bool(self._value)
+
+    def __float__(self):
+        if _value_reads.forbidden:
+            _refuse_value_read(self, f"float({self.name})")
+        return float(self._value)
 
     def __len__(self):
         return self.desc.shape[0]

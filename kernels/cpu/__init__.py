@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     dropout,
     elementwise,
     embedding,
+    framework,
     io,
     loss,
     manipulation,

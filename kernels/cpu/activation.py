@@ -218,3 +218,91 @@ def softmax_grad(Out, dOut, axis):
 @kernel("log_softmax_grad")
 def log_softmax_grad(Out, dOut, axis):
     return _softmax_grad(Out, dOut, axis, log=True)
+
+
+# ---- gelu, leaky_relu, clip: one numba pass each for the gradients and for erf ----
+
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@njit
+def _gelu(x, out, approximate):
+    for i in range(out.size):
+        v = x[i]
+        if approximate:
+            out[i] = 0.5 * v * (1.0 + math.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
+        else:
+            out[i] = 0.5 * v * (1.0 + math.erf(v * _SQRT_HALF))
+
+
+@njit
+def _gelu_grad(x, dout, dx, approximate):
+    for i in range(dx.size):
+        v = x[i]
+        if approximate:
+            t = math.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
+            slope = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * _SQRT_2_OVER_PI * (
+                1.0 + 3.0 * 0.044715 * v * v)
+        else:
+            slope = 0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * math.exp(-0.5 * v * v) * \
+                _INV_SQRT_2PI
+        dx[i] = dout[i] * slope
+
+
+@njit
+def _leaky_relu_grad(x, dout, dx, alpha):
+    for i in range(dx.size):
+        dx[i] = dout[i] if x[i] > 0 else alpha * dout[i]
+
+
+@njit
+def _clip_grad(x, dout, dx, low, high):
+    for i in range(dx.size):
+        dx[i] = dout[i] if low < x[i] < high else 0.0
+
+
+@kernel("gelu")
+def gelu(X, approximate):
+    out = np.empty_like(X)
+    _gelu(np.ravel(X), out.reshape(-1), approximate)
+    return out
+
+
+@kernel("gelu_grad")
+def gelu_grad(X, dOut, approximate):
+    dx = np.empty_like(X)
+    _gelu_grad(np.ravel(X), np.ravel(dOut), dx.reshape(-1), approximate)
+    return dx
+
+
+@kernel("leaky_relu")
+def leaky_relu(X, alpha):
+    return np.where(X > 0, X, X * alpha)
+
+
+@kernel("leaky_relu_grad")
+def leaky_relu_grad(X, dOut, alpha):
+    dx = np.empty_like(X)
+    _leaky_relu_grad(np.ravel(X), np.ravel(dOut), dx.reshape(-1), alpha)
+    return dx
+
+
+def _bounds(Min, Max, min, max):
+    """The clip bounds: the Min/Max tensors when given, else the attributes."""
+    return (min if Min is None else Min.item()), (max if Max is None else Max.item())
+
+
+@kernel("clip")
+def clip(X, Min, Max, min, max):
+    low, high = _bounds(Min, Max, min, max)
+    return np.clip(X, X.dtype.type(low), X.dtype.type(high))
+
+
+@kernel("clip_grad")
+def clip_grad(X, Min, Max, dOut, min, max):
+    low, high = _bounds(Min, Max, min, max)
+    dx = np.empty_like(X)
+    _clip_grad(np.ravel(X), np.ravel(dOut), dx.reshape(-1), low, high)
+    return dx

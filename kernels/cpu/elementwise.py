@@ -1,4 +1,6 @@
-"""elementwise_add / sub / mul / div and their gradients."""
+"""elementwise_add / sub / mul / div / max and their gradients."""
+import numpy as np
+
 from tape.registry import kernel
 
 from .broadcast import aligned, grad_shapes, unbroadcast, unbroadcast_product
@@ -58,4 +60,19 @@ def elementwise_div_grad(X, Y, Out, dOut, axis, wants):
     y = Y.reshape(ys)
     dx = unbroadcast(dOut / y, X.shape, xs) if "X@GRAD" in wants else None
     dy = unbroadcast(-dOut * Out / y, Y.shape, ys) if "Y@GRAD" in wants else None
+    return dx, dy
+
+
+@kernel("elementwise_max")
+def elementwise_max(X, Y, axis):
+    x, y = aligned(X, Y, axis)
+    return np.maximum(x, y)
+
+
+@kernel("elementwise_max_grad")
+def elementwise_max_grad(X, Y, dOut, axis, wants):
+    xs, ys = grad_shapes(X, Y, axis)
+    x_wins = X.reshape(xs) > Y.reshape(ys)     # ties go to Y, as in Paddle
+    dx = unbroadcast(dOut * x_wins, X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast(dOut * ~x_wins, Y.shape, ys) if "Y@GRAD" in wants else None
     return dx, dy

@@ -1,1 +1,220 @@
-"""(family under construction)"""
+"""pool2d and its gradient in numba: one pass each.
+
+Window bounds are computed once per call along each axis (numpy, tiny) and the loops read them,
+so one loop serves explicit, SAME/VALID, ceil-mode, global and adaptive windows. Windows of 2x2
+with stride 2 and no padding (the common case) have their own loops without the bounds.
+"""
+import numpy as np
+
+from tape.ops.pool import pool_geometry
+from tape.registry import kernel
+
+from ..jit import njit
+
+# Paddle's MaxPool starts from -FLT_MAX (what an all-padding window returns)
+_LOWEST = -3.4028234663852886e38
+
+
+def _axis_windows(size, out, k, stride, pad, adaptive):
+    """Per output cell along one axis: window start and end on the image, and the window length
+    Paddle divides by when not exclusive (clipped only to size + pad)."""
+    idx = np.arange(out)
+    if adaptive:
+        start, end = idx * size // out, -(-(idx + 1) * size // out)
+        return start, end, end - start
+    start = idx * stride - pad
+    end = np.minimum(start + k, size + pad)
+    return np.maximum(start, 0), np.minimum(end, size), end - start
+
+
+def _windows(shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,
+             padding_algorithm):
+    """``(rows, cols)``: the ``_axis_windows`` of each axis; or None for 2x2 windows that tile
+    the image exactly."""
+    ksize, pads, (out_h, out_w) = pool_geometry(shape[2:], ksize, strides, paddings,
+                                                padding_algorithm, global_pooling, adaptive,
+                                                ceil_mode)
+    if (ksize == (2, 2) and tuple(strides) == (2, 2) and pads == (0, 0, 0, 0) and not adaptive
+            and shape[2] == 2 * out_h and shape[3] == 2 * out_w):
+        return None
+    return (_axis_windows(shape[2], out_h, ksize[0], strides[0], pads[0], adaptive),
+            _axis_windows(shape[3], out_w, ksize[1], strides[1], pads[2], adaptive))
+
+
+@njit
+def _max_pool(x, h0, h1, w0, w1, out):
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for y in range(h0.size):
+                for ox in range(w0.size):
+                    best = _LOWEST
+                    for r in range(h0[y], h1[y]):
+                        for q in range(w0[ox], w1[ox]):
+                            if x[n, c, r, q] > best:
+                                best = x[n, c, r, q]
+                    out[n, c, y, ox] = best
+
+
+@njit
+def _max_pool_grad(x, out, dout, h0, h1, w0, w1, dx):
+    dx[:] = 0.0
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for y in range(h0.size):
+                for ox in range(w0.size):
+                    found = False
+                    for r in range(h0[y], h1[y]):
+                        for q in range(w0[ox], w1[ox]):
+                            if not found and x[n, c, r, q] == out[n, c, y, ox]:
+                                dx[n, c, r, q] += dout[n, c, y, ox]
+                                found = True
+
+
+@njit
+def _avg_pool(x, h0, h1, w0, w1, area, out):
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for y in range(h0.size):
+                for ox in range(w0.size):
+                    total = 0.0
+                    for r in range(h0[y], h1[y]):
+                        for q in range(w0[ox], w1[ox]):
+                            total += x[n, c, r, q]
+                    out[n, c, y, ox] = total / area[y, ox]
+
+
+@njit
+def _avg_pool_grad(dout, h0, h1, w0, w1, area, dx):
+    dx[:] = 0.0
+    for n in range(dx.shape[0]):
+        for c in range(dx.shape[1]):
+            for y in range(h0.size):
+                for ox in range(w0.size):
+                    share = dout[n, c, y, ox] / area[y, ox]
+                    for r in range(h0[y], h1[y]):
+                        for q in range(w0[ox], w1[ox]):
+                            dx[n, c, r, q] += share
+
+
+# The 2x2 loops walk flat arrays with unsigned offsets: numba wraps negative signed indices
+# around (a select per access), which made them 3-4x slower. A window's cells are i, i + 1,
+# i + W, i + W + 1 from its top-left offset i.
+
+@njit
+def _max_pool_2x2(x, out):
+    width, out_w = np.uint64(x.shape[3]), out.shape[3]
+    flat, flat_out = x.reshape(-1), out.reshape(-1)
+    one = np.uint64(1)
+    for row in range(out.size // out_w):      # output rows; each reads two input rows
+        top_left = np.uint64(2 * row) * width
+        first_out = np.uint64(row * out_w)
+        for ox in range(out_w):
+            i = top_left + np.uint64(2 * ox)
+            a, b = flat[i], flat[i + one]
+            c, d = flat[i + width], flat[i + width + one]
+            ab = a if a >= b else b
+            cd = c if c >= d else d
+            flat_out[first_out + np.uint64(ox)] = ab if ab >= cd else cd
+
+
+@njit
+def _max_pool_2x2_grad(x, out, dout, dx):
+    width, out_w = np.uint64(x.shape[3]), out.shape[3]
+    flat, flat_out, flat_dout, flat_dx = x.reshape(-1), out.reshape(-1), dout.reshape(-1), \
+        dx.reshape(-1)
+    one = np.uint64(1)
+    for row in range(out.size // out_w):
+        top_left = np.uint64(2 * row) * width
+        first_out = np.uint64(row * out_w)
+        for ox in range(out_w):
+            i = top_left + np.uint64(2 * ox)
+            top = flat_out[first_out + np.uint64(ox)]
+            # which cell is the first maximum (0..3, row-major), without branches: random
+            # maxima would make branches mispredict
+            k = np.uint64(flat[i] != top) * (one + np.uint64(flat[i + one] != top) * (
+                one + np.uint64(flat[i + width] != top)))
+            flat_dx[i] = 0.0
+            flat_dx[i + one] = 0.0
+            flat_dx[i + width] = 0.0
+            flat_dx[i + width + one] = 0.0
+            flat_dx[i + (k & one) + (k >> one) * width] = flat_dout[first_out + np.uint64(ox)]
+
+
+@njit
+def _avg_pool_2x2(x, out):
+    width, out_w = np.uint64(x.shape[3]), out.shape[3]
+    flat, flat_out = x.reshape(-1), out.reshape(-1)
+    one = np.uint64(1)
+    for row in range(out.size // out_w):
+        top_left = np.uint64(2 * row) * width
+        first_out = np.uint64(row * out_w)
+        for ox in range(out_w):
+            i = top_left + np.uint64(2 * ox)
+            flat_out[first_out + np.uint64(ox)] = (flat[i] + flat[i + one] + flat[i + width]
+                                                   + flat[i + width + one]) * 0.25
+
+
+@njit
+def _avg_pool_2x2_grad(dout, dx):
+    width, out_w = np.uint64(dx.shape[3]), dout.shape[3]
+    flat_dout, flat_dx = dout.reshape(-1), dx.reshape(-1)
+    one = np.uint64(1)
+    for row in range(dout.size // out_w):
+        top_left = np.uint64(2 * row) * width
+        first_out = np.uint64(row * out_w)
+        for ox in range(out_w):
+            i = top_left + np.uint64(2 * ox)
+            share = flat_dout[first_out + np.uint64(ox)] * 0.25
+            flat_dx[i] = share
+            flat_dx[i + one] = share
+            flat_dx[i + width] = share
+            flat_dx[i + width + one] = share
+
+
+def _areas(rows, cols, exclusive, adaptive):
+    """What each output cell's mean divides by (float64; the loops cast)."""
+    (h0, h1, h_full), (w0, w1, w_full) = rows, cols
+    if exclusive or adaptive:
+        return np.outer(h1 - h0, w1 - w0).astype(np.float64)
+    return np.outer(h_full, w_full).astype(np.float64)
+
+
+@kernel("pool2d")
+def pool2d(X, ksize, strides, paddings, pooling_type, global_pooling, exclusive, adaptive,
+           ceil_mode, padding_algorithm):
+    windows = _windows(X.shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,
+                       padding_algorithm)
+    x = np.ascontiguousarray(X)
+    if windows is None:
+        out = np.empty(X.shape[:2] + (X.shape[2] // 2, X.shape[3] // 2), X.dtype)
+        (_max_pool_2x2 if pooling_type == "max" else _avg_pool_2x2)(x, out)
+        return out
+    rows, cols = windows
+    out = np.empty(X.shape[:2] + (rows[0].size, cols[0].size), X.dtype)
+    if pooling_type == "max":
+        _max_pool(x, rows[0], rows[1], cols[0], cols[1], out)
+    else:
+        _avg_pool(x, rows[0], rows[1], cols[0], cols[1],
+                  _areas(rows, cols, exclusive, adaptive), out)
+    return out
+
+
+@kernel("pool2d_grad")
+def pool2d_grad(X, Out, dOut, ksize, strides, paddings, pooling_type, global_pooling,
+                exclusive, adaptive, ceil_mode, padding_algorithm):
+    windows = _windows(X.shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,
+                       padding_algorithm)
+    dout = np.ascontiguousarray(dOut)
+    dx = np.empty(X.shape, X.dtype)
+    if windows is None:
+        if pooling_type == "max":
+            _max_pool_2x2_grad(np.ascontiguousarray(X), np.ascontiguousarray(Out), dout, dx)
+        else:
+            _avg_pool_2x2_grad(dout, dx)
+        return dx
+    (h0, h1, _), (w0, w1, _) = rows, cols = windows
+    if pooling_type == "max":
+        _max_pool_grad(np.ascontiguousarray(X), Out, dout, h0, h1, w0, w1, dx)
+    else:
+        _avg_pool_grad(dout, h0, h1, w0, w1, _areas(rows, cols, exclusive, adaptive), dx)
+    return dx

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     dropout,
     elementwise,
     embedding,
+    framework,
     io,
     loss,
     manipulation,

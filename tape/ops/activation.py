@@ -1,7 +1,10 @@
-"""Activations: relu, sigmoid, tanh, exp, log, square; softmax and log_softmax along an axis."""
-from ..attribute import INT, Attr
-from ..registry import GradOp, register_op
-from .rules import float_same_as, normalize_axis, require_float
+"""Activations: relu, sigmoid, tanh, exp, log, square; softmax and log_softmax along an axis;
+gelu, leaky_relu and clip."""
+import numpy as np
+
+from ..attribute import BOOLEAN, FLOAT, INT, Attr
+from ..registry import GradOp, Slot, register_op
+from .rules import float_same_as, fmt, normalize_axis, require_float, require_same_dtype
 
 
 def _unary_case(low=-2.0, high=2.0, away_from=None):
@@ -46,3 +49,70 @@ for _type, _doc in (("softmax", "Out = exp(X) / sum(exp(X), axis)"),
                     ("log_softmax", "Out = X - log(sum(exp(X), axis))")):
     register_op(_type, inputs=["X"], outputs=["Out"], attrs=[_AXIS], infer_shape=_softmax_shape,
                 grad=GradOp(reads=["Out"]), case=_softmax_case, doc=_doc)
+
+
+# ---- gelu, leaky_relu, clip ----
+
+def _gelu_case(d):
+    return {"X": d.floats(d.shape(1, 4), -3.0, 3.0)}, {"approximate": d.boolean()}
+
+
+def _leaky_relu_case(d):
+    inputs, _ = _unary_case(away_from=[0.0])(d)
+    return inputs, {"alpha": d.choice((0.02, 0.0, 0.2, 1.5, -0.5))}
+
+
+def _clip_shape(ctx):
+    x = ctx.input("X")
+    require_float(ctx, "X", x)
+    for slot in ("Min", "Max"):
+        if ctx.has_input(slot):
+            bound = ctx.input(slot)
+            require_same_dtype(ctx, "X", slot)
+            if bound.shape not in ((), (1,), (-1,)):
+                raise ctx.error(f"input {slot} ({bound.name}) must hold one element, received "
+                                f"shape {fmt(bound.shape)}")
+    low, high = ctx.attrs["min"], ctx.attrs["max"]
+    if not (ctx.has_input("Min") or ctx.has_input("Max")) and low > high:
+        raise ctx.error(f"attribute min={low} must be <= max={high}")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+def _clip_case(d):
+    """Bounds from the attributes or from 1-element Min/Max tensors; X kept off both bounds."""
+    low = d.choice((-1.5, -0.5, 0.0, 0.75))
+    high = low + d.choice((0.0, 0.5, 2.0))
+    inputs = {"X": d.floats(d.shape(1, 4), away_from=[low, high])}
+    attrs = {"min": low, "max": high}
+    if d.boolean():
+        inputs["Min"] = np.full((1,), low)
+        attrs["min"] = low - 5.0
+    if d.boolean():
+        inputs["Max"] = np.full((1,), high)
+        attrs["max"] = high + 5.0
+    return inputs, attrs
+
+
+register_op(
+    "gelu", inputs=["X"], outputs=["Out"],
+    attrs=[Attr("approximate", BOOLEAN, False, "use the tanh approximation instead of erf")],
+    infer_shape=float_same_as("X"), grad=GradOp(reads=["X"]), case=_gelu_case,
+    doc="Out = 0.5 X (1 + erf(X / sqrt(2))); approximate: "
+        "0.5 X (1 + tanh(sqrt(2 / pi) (X + 0.044715 X^3)))")
+
+register_op(
+    "leaky_relu", inputs=["X"], outputs=["Out"],
+    attrs=[Attr("alpha", FLOAT, 0.02, "the slope for X <= 0")],
+    infer_shape=float_same_as("X"), grad=GradOp(reads=["X"]), case=_leaky_relu_case,
+    doc="Out = X if X > 0 else alpha * X")
+
+register_op(
+    "clip",
+    inputs=["X", Slot("Min", "1-element tensor, instead of the min attribute", dispensable=True),
+            Slot("Max", "1-element tensor, instead of the max attribute", dispensable=True)],
+    outputs=["Out"],
+    attrs=[Attr("min", FLOAT, None, "lower bound (unless Min is given)"),
+           Attr("max", FLOAT, None, "upper bound (unless Max is given)")],
+    infer_shape=_clip_shape, grad=GradOp(reads=["X", "Min", "Max"], grads=("X",)),
+    case=_clip_case,
+    doc="Out = min(max(X, min), max); its gradient passes where min < X < max, else 0")

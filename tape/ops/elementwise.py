@@ -1,4 +1,4 @@
-"""elementwise_add / sub / mul / div with Paddle's ``axis`` broadcasting."""
+"""elementwise_add / sub / mul / div / max with Paddle's ``axis`` broadcasting."""
 from ..attribute import INT, AtLeast, Attr
 from ..registry import GradOp, register_op
 from .rules import broadcast, require_same_dtype
@@ -39,3 +39,18 @@ for _type, _reads, _no_buffer, _case, _doc in (
     register_op(_type, inputs=["X", "Y"], outputs=["Out"], attrs=[_AXIS],
                 infer_shape=_elementwise_shape,
                 grad=GradOp(reads=_reads, no_need_buffer=_no_buffer), case=_case, doc=_doc)
+
+
+def _max_case(d):
+    """The broadcast case with X and Y on interleaved grids (0.2 apart, Y offset by 0.1, each
+    jittered by < 0.03), so no X is within 0.04 of a Y it meets: no ties, no kinks nearby."""
+    inputs, attrs = _broadcast_case(d)
+    x_shape, y_shape = inputs["X"].shape, inputs["Y"].shape
+    x = 0.2 * d.ints(x_shape, -10, 10) + d.floats(x_shape, 0.0, 0.03)
+    y = 0.2 * d.ints(y_shape, -10, 10) + 0.1 + d.floats(y_shape, 0.0, 0.03)
+    return {"X": x, "Y": y}, attrs
+
+
+register_op("elementwise_max", inputs=["X", "Y"], outputs=["Out"], attrs=[_AXIS],
+            infer_shape=_elementwise_shape, grad=GradOp(reads=("X", "Y")), case=_max_case,
+            doc="Out = max(X, Y); the gradient goes to X where X > Y, else to Y (as Paddle)")

@@ -1,11 +1,19 @@
-"""Optimizer updates as ops, so eager training and static programs share them: sgd.
+"""Optimizer updates as ops, so eager training and static programs share them: sgd, momentum,
+adam, adamw.
 
-Each writes its parameter in place: ParamOut is the same variable as Param."""
+Each writes its state in place: ParamOut is the same variable as Param, VelocityOut as Velocity,
+Moment1Out as Moment1, and so on. With ``multi_precision`` the update runs on MasterParam (a
+higher-precision copy) and its state has MasterParam's dtype; ParamOut is MasterParamOut cast
+back. None of them has a gradient.
+"""
 import math
 
-from ..attribute import BOOLEAN, Attr
+import numpy as np
+
+from .. import dtypes
+from ..attribute import BOOLEAN, FLOAT, LONG, STRING, AtLeast, Attr, InRange, OneOf
 from ..registry import Slot, register_op
-from .rules import fmt, require_float, require_same_dtype
+from .rules import fmt, require_dtype, require_float, require_same_dtype
 
 
 def _same_shape(a, b) -> bool:
@@ -20,48 +28,235 @@ def _require_like_param(ctx, slot: str) -> None:
                         f"{fmt(param.shape)}")
 
 
-def _sgd_shape(ctx):
-    param, lr = ctx.input("Param"), ctx.input("LearningRate")
+def _require_one_element(ctx, slot: str, floating: bool = True) -> None:
+    d = ctx.input(slot)
+    if floating:
+        require_float(ctx, slot, d)
+    if -1 not in d.shape and math.prod(d.shape) != 1:
+        raise ctx.error(f"{slot} must hold one element, received shape {fmt(d.shape)}")
+
+
+def _param_shape(ctx) -> int:
+    """Check Param, Grad, LearningRate and MasterParam (given exactly when multi_precision) and
+    set ParamOut / MasterParamOut. Returns the dtype the update runs in: MasterParam's if given,
+    else Param's (the optimizer state must have it)."""
+    param = ctx.input("Param")
     require_float(ctx, "Param", param)
     require_same_dtype(ctx, "Param", "Grad")
     _require_like_param(ctx, "Grad")
-    require_float(ctx, "LearningRate", lr)
-    if -1 not in lr.shape and math.prod(lr.shape) != 1:
-        raise ctx.error(f"LearningRate must hold one element, received shape {fmt(lr.shape)}")
+    _require_one_element(ctx, "LearningRate")
     ctx.set_output("ParamOut", param.shape, param.dtype)
     multi_precision = ctx.attrs["multi_precision"]
     if ctx.has_input("MasterParam") != multi_precision:
         raise ctx.error(f"MasterParam must be given exactly when multi_precision is true, "
                         f"received multi_precision={multi_precision} with MasterParam "
                         f"{'given' if not multi_precision else 'missing'}")
-    if multi_precision:
-        master = ctx.input("MasterParam")
-        require_float(ctx, "MasterParam", master)
-        _require_like_param(ctx, "MasterParam")
-        ctx.set_output("MasterParamOut", master.shape, master.dtype)
+    if not multi_precision:
+        return param.dtype
+    master = ctx.input("MasterParam")
+    require_float(ctx, "MasterParam", master)
+    _require_like_param(ctx, "MasterParam")
+    ctx.set_output("MasterParamOut", master.shape, master.dtype)
+    return master.dtype
 
 
-def _sgd_case(d):
+def _state_shape(ctx, slot: str, dtype: int) -> None:
+    """A per-element state input (Velocity, Moment1, ...): Param's shape, the update's dtype;
+    sets ``<slot>Out`` alike."""
+    state = ctx.input(slot)
+    _require_like_param(ctx, slot)
+    if state.dtype != dtype:
+        raise ctx.error(f"{slot} ({state.name}) must be {dtypes.name(dtype)} (the dtype of "
+                        f"{'MasterParam' if ctx.attrs['multi_precision'] else 'Param'}), "
+                        f"received {dtypes.name(state.dtype)}")
+    ctx.set_output(slot + "Out", state.shape, state.dtype)
+
+
+_MULTI_PRECISION = Attr("multi_precision", BOOLEAN, False,
+                        "update MasterParam, then ParamOut = MasterParamOut cast to Param's dtype")
+_PARAM_INPUTS = [Slot("Param", "the parameter"), Slot("Grad", "gradient, shaped like Param"),
+                 Slot("LearningRate", "1 element")]
+_MASTER_PARAM = Slot("MasterParam", "higher-precision copy of Param (multi_precision)",
+                     dispensable=True)
+_PARAM_OUT = Slot("ParamOut", "the updated Param (the same variable)")
+_MASTER_PARAM_OUT = Slot("MasterParamOut", "the updated MasterParam (the same variable)",
+                         dispensable=True)
+
+
+def _param_case(d, max_rate=0.1):
+    """``(shape, inputs, attrs)``: Param, Grad, LearningRate of a drawn shape; MasterParam and
+    multi_precision half the time.
+
+    |Param| >= 1.5 and a small rate keep each step well below the parameter, as in training: a
+    step that cancels the parameter would leave float32 rounding of the O(1) terms in a near-zero
+    result, beyond the relative tolerance of the float32 forward check."""
     shape = d.shape(1, 4, 1, 5)
-    inputs = {"Param": d.floats(shape), "LearningRate": d.floats((1,), 0.01, 1.0),
+    inputs = {"Param": _parameter(d, shape), "LearningRate": d.floats((1,), 0.001, max_rate),
               "Grad": d.floats(shape)}
     if not d.boolean():
-        return inputs, {}
-    inputs["MasterParam"] = d.floats(shape)
-    return inputs, {"multi_precision": True}
+        return shape, inputs, {}
+    inputs["MasterParam"] = _parameter(d, shape)
+    return shape, inputs, {"multi_precision": True}
+
+
+def _parameter(d, shape):
+    return d.floats(shape, -3.0, 3.0, away_from=[0.0], margin=1.5)
+
+
+# ---- sgd ----
+
+def _sgd_case(d):
+    _, inputs, attrs = _param_case(d)
+    return inputs, attrs
 
 
 register_op(
     "sgd",
-    inputs=[Slot("Param", "the parameter"), Slot("LearningRate", "1 element"),
-            Slot("Grad", "gradient, shaped like Param"),
-            Slot("MasterParam", "higher-precision copy of Param (multi_precision)",
-                 dispensable=True)],
-    outputs=[Slot("ParamOut", "the updated Param (the same variable)"),
-             Slot("MasterParamOut", "the updated MasterParam (the same variable)",
-                  dispensable=True)],
-    attrs=[Attr("multi_precision", BOOLEAN, False,
-                "update MasterParam, then ParamOut = MasterParamOut cast to Param's dtype")],
-    infer_shape=_sgd_shape, case=_sgd_case,
+    inputs=[_PARAM_INPUTS[0], _PARAM_INPUTS[2], _PARAM_INPUTS[1], _MASTER_PARAM],
+    outputs=[_PARAM_OUT, _MASTER_PARAM_OUT],
+    attrs=[_MULTI_PRECISION],
+    infer_shape=_param_shape, case=_sgd_case,
     doc="ParamOut = Param - LearningRate * Grad, in place. With multi_precision: "
         "MasterParamOut = MasterParam - LearningRate * Grad and ParamOut = cast(MasterParamOut).")
+
+
+# ---- momentum ----
+
+def _momentum_shape(ctx):
+    _state_shape(ctx, "Velocity", _param_shape(ctx))
+
+
+def _momentum_case(d):
+    shape, inputs, attrs = _param_case(d)
+    inputs["Velocity"] = d.floats(shape)
+    attrs.update(mu=d.choice((0.0, 0.5, 0.9)), use_nesterov=d.boolean(),
+                 regularization_method=d.choice(("", "l2_decay")),
+                 regularization_coeff=d.choice((0.0, 1e-3, 0.1)),
+                 rescale_grad=d.choice((1.0, 0.5, 2.0)))
+    return inputs, attrs
+
+
+register_op(
+    "momentum",
+    inputs=_PARAM_INPUTS[:2] + [Slot("Velocity", "running velocity, shaped like Param"),
+                                _PARAM_INPUTS[2], _MASTER_PARAM],
+    outputs=[_PARAM_OUT, Slot("VelocityOut", "the updated Velocity (the same variable)"),
+             _MASTER_PARAM_OUT],
+    attrs=[Attr("mu", FLOAT, None, "momentum coefficient (required, as in Paddle)"),
+           Attr("use_nesterov", BOOLEAN, False, "Nesterov momentum"),
+           Attr("regularization_method", STRING, "", "'l2_decay' adds regularization_coeff * "
+                "Param to the gradient; '' adds nothing", check=OneOf("", "l2_decay")),
+           Attr("regularization_coeff", FLOAT, 0.0, "the L2 decay coefficient"),
+           _MULTI_PRECISION,
+           Attr("rescale_grad", FLOAT, 1.0, "the gradient is multiplied by it first")],
+    infer_shape=_momentum_shape, case=_momentum_case,
+    doc="g = rescale_grad * Grad (+ regularization_coeff * Param with 'l2_decay'); "
+        "VelocityOut = mu * Velocity + g; ParamOut = Param - LearningRate * (g + mu * "
+        "VelocityOut) with use_nesterov, else Param - LearningRate * VelocityOut. In place. "
+        "(Paddle's CPU kernel ignores rescale_grad; its GPU kernel and this one apply it.)")
+
+
+# ---- adam, adamw ----
+
+def _adam_shape(ctx):
+    dtype = _param_shape(ctx)
+    for slot in ("Moment1", "Moment2"):
+        _state_shape(ctx, slot, dtype)
+    amsgrad = ctx.attrs["amsgrad"]
+    if ctx.has_input("Moment2Max") != amsgrad:
+        raise ctx.error(f"Moment2Max must be given exactly when amsgrad is true, received "
+                        f"amsgrad={amsgrad} with Moment2Max "
+                        f"{'given' if not amsgrad else 'missing'}")
+    if amsgrad:
+        _state_shape(ctx, "Moment2Max", dtype)
+    for slot in ("Beta1Pow", "Beta2Pow"):
+        _require_one_element(ctx, slot)
+        pow_ = ctx.input(slot)
+        ctx.set_output(slot + "Out", pow_.shape, pow_.dtype)
+    if ctx.has_input("SkipUpdate"):
+        _require_one_element(ctx, "SkipUpdate", floating=False)
+        require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
+    for slot in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
+        if ctx.has_input(slot):
+            _require_one_element(ctx, slot)
+
+
+def _adam_case(d):
+    # |Grad| >= 0.5 and Moment2, Moment2Max >= 0.25 bound |m| / sqrt(v) by 4, and the bias
+    # correction is at most 10: with rates up to 0.02 a step stays below 0.8 (see _param_case).
+    shape, inputs, attrs = _param_case(d, max_rate=0.02)
+    inputs.update(Grad=d.floats(shape, away_from=[0.0], margin=0.5), Moment1=d.floats(shape),
+                  Moment2=d.floats(shape, 0.25, 2.0), Beta1Pow=d.floats((1,), 0.05, 0.9),
+                  Beta2Pow=d.floats((1,), 0.05, 0.99))
+    attrs.update(beta1=d.choice((0.0, 0.5, 0.9)), beta2=d.choice((0.0, 0.9, 0.999)),
+                 epsilon=d.choice((1e-8, 1e-3, 0.5)), lazy_mode=d.boolean(),
+                 use_global_beta_pow=d.boolean(), amsgrad=d.boolean())
+    if attrs["amsgrad"]:
+        inputs["Moment2Max"] = d.floats(shape, 0.25, 2.0)
+    if d.integer(0, 3) == 0:
+        inputs["SkipUpdate"] = np.array([d.boolean()])
+    for slot, low, high in (("Beta1Tensor", 0.0, 0.95), ("Beta2Tensor", 0.5, 0.999),
+                            ("EpsilonTensor", 1e-4, 0.5)):
+        if d.integer(0, 3) == 0:
+            inputs[slot] = d.floats((1,), low, high)
+    return inputs, attrs
+
+
+def _adamw_case(d):
+    inputs, attrs = _adam_case(d)
+    attrs.update(lr_ratio=d.choice((1.0, 0.5)), coeff=d.choice((0.0, 0.01, 0.3)),
+                 with_decay=d.boolean())
+    return inputs, attrs
+
+
+_ADAM_INPUTS = _PARAM_INPUTS + [
+    Slot("Moment1", "first moment, shaped like Param"),
+    Slot("Moment2", "second moment, shaped like Param"),
+    Slot("Moment2Max", "running max of Moment2 (amsgrad)", dispensable=True),
+    Slot("Beta1Pow", "beta1 ** t, 1 element"), Slot("Beta2Pow", "beta2 ** t, 1 element"),
+    _MASTER_PARAM,
+    Slot("SkipUpdate", "bool, 1 element: when true, nothing changes", dispensable=True),
+    Slot("Beta1Tensor", "overrides beta1", dispensable=True),
+    Slot("Beta2Tensor", "overrides beta2", dispensable=True),
+    Slot("EpsilonTensor", "overrides epsilon", dispensable=True)]
+_ADAM_OUTPUTS = [
+    _PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
+    Slot("Moment2Out", "the same variable as Moment2"),
+    Slot("Moment2MaxOut", "the same variable as Moment2Max", dispensable=True),
+    Slot("Beta1PowOut", "Beta1Pow * beta1 (the same variable)"),
+    Slot("Beta2PowOut", "Beta2Pow * beta2 (the same variable)"), _MASTER_PARAM_OUT]
+_BETA = InRange(0.0, 1.0)
+_ADAM_ATTRS = [
+    Attr("beta1", FLOAT, 0.9, "decay of the first moment", check=_BETA),
+    Attr("beta2", FLOAT, 0.999, "decay of the second moment", check=_BETA),
+    Attr("epsilon", FLOAT, 1e-8, "added to sqrt(second moment)", check=AtLeast(0.0)),
+    Attr("lazy_mode", BOOLEAN, False, "update only rows of a sparse gradient (no effect on a "
+         "dense one)"),
+    Attr("min_row_size_to_use_multithread", LONG, 1000, "a threading hint (no effect here)"),
+    _MULTI_PRECISION,
+    Attr("use_global_beta_pow", BOOLEAN, False, "leave Beta1Pow and Beta2Pow unchanged (they "
+         "are updated elsewhere)"),
+    Attr("amsgrad", BOOLEAN, False, "divide by sqrt(max over steps of the second moment)")]
+_ADAM_DOC = (
+    "m = beta1 * Moment1 + (1 - beta1) * Grad; v = beta2 * Moment2 + (1 - beta2) * Grad^2 "
+    "(with amsgrad v = Moment2MaxOut = max(v, Moment2Max)); lr_t = LearningRate * "
+    "sqrt(1 - Beta2Pow) / (1 - Beta1Pow); ParamOut = Param - lr_t * m / (sqrt(v) + epsilon * "
+    "sqrt(1 - Beta2Pow)), i.e. Adam with bias-corrected moments; Beta1PowOut = Beta1Pow * beta1 "
+    "and Beta2PowOut = Beta2Pow * beta2 unless use_global_beta_pow. All in place; nothing "
+    "changes when SkipUpdate is true.")
+
+register_op("adam", inputs=_ADAM_INPUTS, outputs=_ADAM_OUTPUTS, attrs=_ADAM_ATTRS,
+            infer_shape=_adam_shape, case=_adam_case, doc=_ADAM_DOC)
+
+register_op(
+    "adamw", inputs=_ADAM_INPUTS, outputs=_ADAM_OUTPUTS,
+    attrs=_ADAM_ATTRS[:3] + [
+        Attr("lr_ratio", FLOAT, 1.0, "this parameter's learning-rate multiplier",
+             check=AtLeast(0.0)),
+        Attr("coeff", FLOAT, 0.01, "the decoupled weight-decay coefficient", check=AtLeast(0.0)),
+        Attr("with_decay", BOOLEAN, False, "apply the weight decay")] + _ADAM_ATTRS[3:],
+    infer_shape=_adam_shape, case=_adamw_case,
+    doc="Adam with decoupled weight decay (Loshchilov & Hutter): with lr = LearningRate * "
+        "lr_ratio, Param is first scaled by (1 - lr * coeff) when with_decay, then takes the "
+        "adam step with lr. (Paddle's GPU kernel applies lr_ratio so; its CPU kernel applies it "
+        "to the decay only.) " + _ADAM_DOC)

@@ -1,4 +1,6 @@
-"""References for the activations and softmax / log_softmax."""
+"""References for the activations, softmax / log_softmax, gelu, leaky_relu and clip."""
+import math
+
 import numpy as np
 
 
@@ -34,3 +36,22 @@ def softmax(X, axis):
 def log_softmax(X, axis):
     shifted = X - X.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def gelu(X, approximate):
+    x = X.astype(np.float64)
+    if approximate:
+        out = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    else:
+        out = 0.5 * x * (1 + np.vectorize(math.erf, otypes=[float])(x / np.sqrt(2)))
+    return out.astype(X.dtype)
+
+
+def leaky_relu(X, alpha):
+    return np.where(X > 0, X, alpha * X).astype(X.dtype)
+
+
+def clip(X, min, max, Min=None, Max=None):
+    low = min if Min is None else float(Min[0])
+    high = max if Max is None else float(Max[0])
+    return np.minimum(np.maximum(X, low), high).astype(X.dtype)

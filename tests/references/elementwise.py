@@ -1,4 +1,4 @@
-"""References for elementwise_add / sub / mul / div (Paddle's axis alignment, then numpy)."""
+"""References for elementwise_add / sub / mul / div / max (Paddle's axis alignment, then numpy)."""
 import numpy as np
 
 
@@ -28,3 +28,8 @@ def elementwise_mul(X, Y, axis):
 def elementwise_div(X, Y, axis):
     x, y = _align(X, Y, axis)
     return np.divide(x, y)
+
+
+def elementwise_max(X, Y, axis):
+    x, y = _align(X, Y, axis)
+    return np.maximum(x, y)

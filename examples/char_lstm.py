@@ -1,0 +1,163 @@
+"""A character-level LSTM language model, trained on the docstrings of Python's standard library.
+
+    python examples/char_lstm.py [--steps 3000] [--hidden 128] [--embed 32] [--lr 0.005]
+                                 [--min-len 16] [--max-len 64] [--sample 400] [--seed 0]
+
+Each step draws one text window of random length, starts a fresh tape (``reset_global_tape``),
+runs an LSTMCell over its characters with a plain Python loop (so every sequence may have its
+own length), and backpropagates the mean cross-entropy of predicting each next character. It
+prints the loss (nats per character) as it falls, then samples text from the model.
+
+About 70 s of CPU for the default 3000 steps (2 cores, 2024 laptop-class): the loss falls from
+about 3.3 to about 1.5 nats per character.
+"""
+import os
+
+# The matrices here are tiny: BLAS threads cost more than they save (3x slower on a busy machine).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from tape.layers.layer import Layer, parameter  # noqa: E402
+from tape.layers.recurrent import LSTMCell  # noqa: E402
+
+import tape  # noqa: E402
+from tape import layers, optim  # noqa: E402
+from tape.registry import REGISTRY  # noqa: E402
+from tape.variable import Variable  # noqa: E402
+
+MODULES = ("argparse", "ast", "asyncio", "base64", "bisect", "calendar", "collections",
+           "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email",
+           "enum", "fractions", "functools", "gettext", "glob", "gzip", "heapq", "http", "inspect",
+           "io", "ipaddress", "itertools", "json", "locale", "logging", "mailbox", "math",
+           "operator", "optparse", "os", "pathlib", "pickle", "pprint", "queue", "random", "re",
+           "sched", "shlex", "shutil", "smtplib", "socket", "statistics", "string", "struct",
+           "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit", "tokenize",
+           "traceback", "typing", "unittest", "urllib", "uuid", "warnings", "weakref", "zipfile")
+
+
+def corpus() -> str:
+    """The module docstrings of MODULES and of their public classes and functions: about 750 kB
+    of English about Python, printable ASCII only, with table rules ("-----") cut to 3 chars."""
+    texts = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        texts.append(module.__doc__ or "")
+        for attr in sorted(getattr(module, "__all__", ())):
+            doc = getattr(getattr(module, attr, None), "__doc__", None)
+            if isinstance(doc, str) and doc != module.__doc__:
+                texts.append(doc)
+    text = "\n\n".join(t.strip() for t in texts if t and t.strip())
+    text = "".join(ch for ch in text if ch == "\n" or " " <= ch <= "~")
+    return re.sub(r"([^ \n])\1{3,}", r"\1\1\1", text)
+
+
+class CharLSTM(Layer):
+    """Embedding -> LSTMCell over the characters -> Linear to next-character logits."""
+
+    def __init__(self, vocab: int, embed: int, hidden: int):
+        self.table = parameter("char_lstm.embedding", (vocab, embed), tape.dtypes.FP32,
+                               "uniform_random", min=-0.1, max=0.1)
+        self.cell = LSTMCell(embed, hidden)
+        self.out = layers.Linear(hidden, vocab)
+
+    def embed(self, ids: np.ndarray) -> Variable:
+        """(T,) character ids -> (T, embed): lookup_table_v2 when it is registered, else one-hot
+        rows times the table."""
+        if "lookup_table_v2" in REGISTRY:
+            return tape.ops.lookup_table_v2(Variable(ids), self.table)
+        one_hot = np.eye(self.table.shape[0], dtype=np.float32)[ids]
+        return tape.ops.mul(Variable(one_hot), self.table)
+
+    def __call__(self, ids: np.ndarray, state=None):
+        """Logits (T, vocab) for the character after each of ``ids``, and the last state."""
+        steps = tape.get_global_tape().add_op(
+            "split", {"X": [self.embed(ids)]}, attrs={"num": len(ids), "axis": 0})["Out"]
+        hidden = []
+        for x in steps:                                   # host control flow, any length
+            state = self.cell(x, state)
+            hidden.append(state[0])
+        return self.out(tape.ops.concat(hidden, axis=0)), state
+
+
+def make_optimizer(lr: float):
+    """Adam when it exists, else SGD with a learning rate scaled for it."""
+    adam = getattr(optim, "Adam", None)
+    return adam(learning_rate=lr) if adam is not None else optim.SGD(learning_rate=lr * 200)
+
+
+def train(steps=3000, hidden=128, embed=32, lr=0.005, min_len=16, max_len=64, seed=0,
+          report_every=250, log=print):
+    """Train on random windows of the corpus; returns (model, vocabulary, mean loss per
+    report_every steps)."""
+    rng = np.random.default_rng(seed)
+    tape.seed(seed)
+    text = corpus()
+    vocab = sorted(set(text))
+    index = {ch: i for i, ch in enumerate(vocab)}
+    data = np.array([index[ch] for ch in text], dtype=np.int64)
+    log(f"corpus: {len(text)} characters from {len(MODULES)} modules, {len(vocab)} symbols")
+    model = CharLSTM(len(vocab), embed, hidden)
+    params = model.params()
+    optimizer = make_optimizer(lr)
+    history, window = [], []
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        length = int(rng.integers(min_len, max_len + 1))
+        at = int(rng.integers(0, len(data) - length - 1))
+        chunk = data[at:at + length + 1]
+        tape.reset_global_tape()                          # a fresh tape per sequence
+        logits, _ = model(chunk[:-1])
+        _, losses = tape.ops.softmax_with_cross_entropy(logits, Variable(chunk[1:, None]))
+        loss = tape.ops.mean(losses)
+        loss.backward()
+        optimizer(params)
+        window.append(float(loss.value()))
+        if step % report_every == 0:
+            history.append(float(np.mean(window)))
+            window.clear()
+            log(f"step {step:5d}  loss {history[-1]:.3f} nats/char  "
+                f"({time.perf_counter() - start:.0f} s)")
+    return model, vocab, history
+
+
+def sample(model, vocab, prompt="The ", length=400, temperature=0.7, seed=0) -> str:
+    """Text continuing ``prompt``, drawn one character at a time (no tape recorded)."""
+    rng = np.random.default_rng(seed)
+    index = {ch: i for i, ch in enumerate(vocab)}
+    ids = np.array([index[ch] for ch in prompt], dtype=np.int64)
+    out = list(prompt)
+    with tape.no_grad():
+        logits, state = model(ids)
+        for _ in range(length):
+            z = logits.value()[-1].astype(np.float64) / temperature
+            p = np.exp(z - z.max())
+            nxt = int(rng.choice(len(vocab), p=p / p.sum()))
+            out.append(vocab[nxt])
+            logits, state = model(np.array([nxt]), state)
+    return "".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--embed", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=0.005)
+    parser.add_argument("--min-len", type=int, default=16)
+    parser.add_argument("--max-len", type=int, default=64)
+    parser.add_argument("--sample", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    model, vocab, history = train(args.steps, args.hidden, args.embed, args.lr, args.min_len,
+                                  args.max_len, args.seed)
+    print(f"loss: {history[0]:.3f} -> {history[-1]:.3f} nats/char")
+    print("sample:\n" + sample(model, vocab, length=args.sample, seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()

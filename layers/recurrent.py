@@ -1,0 +1,171 @@
+"""LSTMCell and GRUCell: one step of a recurrent network, composed of existing ops.
+
+A cell is called once per time step from ordinary Python, so sequences of any length (a
+different one each iteration) need no padding: the tape records whatever steps ran.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tape
+from tape.errors import InvalidArgumentError
+from tape.variable import Variable, unique_name
+
+from .layer import Layer, float_dtype, parameter
+
+
+def _gate_parameters(layer: Layer, prefix: str, input_size: int, hidden_size: int, gates: int,
+                     code: int) -> None:
+    """weight_ih (gates*H, input_size), weight_hh (gates*H, H), bias_ih and bias_hh (gates*H,),
+    all uniform in [-1/sqrt(H), 1/sqrt(H)], named ``<prefix>.w_0``, ``.w_1``, ``.b_0``, ``.b_1``."""
+    bound = 1.0 / math.sqrt(hidden_size)
+    rows = gates * hidden_size
+    for attr, name, shape in (("weight_ih", "w_0", (rows, input_size)),
+                              ("weight_hh", "w_1", (rows, hidden_size)),
+                              ("bias_ih", "b_0", (rows,)), ("bias_hh", "b_1", (rows,))):
+        setattr(layer, attr, parameter(f"{prefix}.{name}", shape, code, "uniform_random",
+                                       min=-bound, max=bound))
+
+
+def _check_input(cell: str, x: Variable, input_size: int) -> None:
+    if len(x.shape) != 2 or x.shape[1] not in (input_size, -1):
+        raise InvalidArgumentError(f"{cell}: expected x of shape (batch, {input_size}), "
+                                   f"received {tuple(x.shape)}")
+
+
+def _check_state(cell: str, name: str, state: Variable, batch: int, hidden_size: int) -> None:
+    if tuple(state.shape) != (batch, hidden_size):
+        raise InvalidArgumentError(f"{cell}: expected {name} of shape ({batch}, {hidden_size}), "
+                                   f"received {tuple(state.shape)}")
+
+
+def _affine(x: Variable, weight: Variable, bias: Variable) -> Variable:
+    """``x @ weight.T + bias``."""
+    return tape.ops.elementwise_add(tape.ops.matmul_v2(x, weight, trans_y=True), bias)
+
+
+def _split(x: Variable, num: int) -> list[Variable]:
+    """``x`` cut into ``num`` equal pieces along its last axis (one ``split`` op)."""
+    return tape.get_global_tape().add_op("split", {"X": [x]},
+                                         attrs={"num": num, "axis": -1})["Out"]
+
+
+class _Cell(Layer):
+    """What LSTMCell and GRUCell share: gate parameters, input checks, the zero state."""
+
+    gates = 0
+
+    def __init__(self, input_size: int, hidden_size: int, dtype="float32"):
+        code = float_dtype(type(self).__name__, dtype)
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self._dtype = np.dtype(dtype)
+        prefix = unique_name(self._prefix)
+        _gate_parameters(self, prefix, input_size, hidden_size, self.gates, code)
+
+    def zeros(self, batch: int) -> Variable:
+        """A (batch, hidden_size) zero state (a constant: no gradient)."""
+        return Variable(np.zeros((batch, self.hidden_size), self._dtype))
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "
+                f"dtype={self._dtype})")
+
+
+class LSTMCell(_Cell):
+    """One step of a long short-term memory network, with PyTorch's (and Paddle's) equations::
+
+        i = sigmoid(x W_ii^T + b_ii + h W_hi^T + b_hi)      input gate
+        f = sigmoid(x W_if^T + b_if + h W_hf^T + b_hf)      forget gate
+        g = tanh(x W_ig^T + b_ig + h W_hg^T + b_hg)         candidate cell
+        o = sigmoid(x W_io^T + b_io + h W_ho^T + b_ho)      output gate
+        c' = f * c + i * g
+        h' = o * tanh(c')
+
+    Args:
+        input_size: size of the last dim of ``x``.
+        hidden_size: size of ``h`` and ``c``.
+        dtype: floating dtype of the parameters, the inputs and the state.
+
+    ``cell(x, state=None) -> (h', c')``: ``x`` (batch, input_size); ``state`` a pair ``(h, c)``
+    of (batch, hidden_size), or None for zeros. Parameters (``params()``): ``weight_ih``
+    (4 * hidden_size, input_size) and ``weight_hh`` (4 * hidden_size, hidden_size), the gates
+    stacked in the order i, f, g, o; ``bias_ih`` and ``bias_hh`` (4 * hidden_size,); all uniform
+    in ``[-k, k]`` with ``k = 1 / sqrt(hidden_size)``; named Paddle-style ``lstm_cell_0.w_0``,
+    ``.w_1``, ``.b_0``, ``.b_1``. Each call adds matmul_v2, elementwise_add, split, sigmoid,
+    tanh and elementwise_mul ops to the global tape.
+
+    >>> cell = LSTMCell(3, 5)
+    >>> state = None
+    >>> for x in np.ones((4, 2, 3), np.float32):     # 4 steps, batch of 2
+    ...     state = cell(tape.Variable(x), state)
+    >>> state[0].shape, state[1].shape
+    ((2, 5), (2, 5))
+    """
+
+    gates = 4
+    _prefix = "lstm_cell"
+
+    def __call__(self, x: Variable, state: tuple[Variable, Variable] | None = None):
+        _check_input("LSTMCell", x, self.input_size)
+        if state is None:
+            h = c = self.zeros(x.shape[0])
+        else:
+            h, c = state
+            for name, s in (("h", h), ("c", c)):
+                _check_state("LSTMCell", name, s, x.shape[0], self.hidden_size)
+        ops = tape.ops
+        gates = ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),
+                                    _affine(h, self.weight_hh, self.bias_hh))
+        i, f, g, o = _split(gates, 4)
+        c = ops.elementwise_add(ops.elementwise_mul(ops.sigmoid(f), c),
+                                ops.elementwise_mul(ops.sigmoid(i), ops.tanh(g)))
+        h = ops.elementwise_mul(ops.sigmoid(o), ops.tanh(c))
+        return h, c
+
+
+class GRUCell(_Cell):
+    """One step of a gated recurrent unit, with PyTorch's (and Paddle's) equations::
+
+        r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr)          reset gate
+        z = sigmoid(x W_iz^T + b_iz + h W_hz^T + b_hz)          update gate
+        n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn))       candidate
+        h' = (1 - z) * n + z * h
+
+    Args:
+        input_size: size of the last dim of ``x``.
+        hidden_size: size of ``h``.
+        dtype: floating dtype of the parameters, the inputs and the state.
+
+    ``cell(x, h=None) -> h'``: ``x`` (batch, input_size), ``h`` (batch, hidden_size) or None for
+    zeros. Parameters: ``weight_ih`` (3 * hidden_size, input_size), ``weight_hh``
+    (3 * hidden_size, hidden_size), gates stacked in the order r, z, n; ``bias_ih``, ``bias_hh``
+    (3 * hidden_size,); all uniform in ``[-k, k]``, ``k = 1 / sqrt(hidden_size)``; named
+    ``gru_cell_0.w_0``, ``.w_1``, ``.b_0``, ``.b_1``.
+
+    >>> cell = GRUCell(3, 5)
+    >>> h = None
+    >>> for x in np.ones((4, 2, 3), np.float32):
+    ...     h = cell(tape.Variable(x), h)
+    >>> h.shape
+    (2, 5)
+    """
+
+    gates = 3
+    _prefix = "gru_cell"
+
+    def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
+        _check_input("GRUCell", x, self.input_size)
+        if h is None:
+            h = self.zeros(x.shape[0])
+        else:
+            _check_state("GRUCell", "h", h, x.shape[0], self.hidden_size)
+        ops = tape.ops
+        x_r, x_z, x_n = _split(_affine(x, self.weight_ih, self.bias_ih), 3)
+        h_r, h_z, h_n = _split(_affine(h, self.weight_hh, self.bias_hh), 3)
+        r = ops.sigmoid(ops.elementwise_add(x_r, h_r))
+        z = ops.sigmoid(ops.elementwise_add(x_z, h_z))
+        n = ops.tanh(ops.elementwise_add(x_n, ops.elementwise_mul(r, h_n)))
+        # (1 - z) * n + z * h, as n + z * (h - n): one op fewer
+        return ops.elementwise_add(n, ops.elementwise_mul(z, ops.elementwise_sub(h, n)))
