@@ -1,19 +1,18 @@
 """Tape: an eager, define-by-run autodiff library on PaddlePaddle Fluid's operator model."""
-from . import (
-                     dtypes,  # noqa: F401
-                     ops,  # noqa: E402,F401  (registers every op)
-                     overloads,  # noqa: E402,F401  (Variable's + - * / @)
-)
+# Order matters: ops register their protos, then kernels register against them; the
+# operators and the static package use both.
+from . import dtypes, ops  # noqa: I001,F401
+from .kernels import cpu as _cpu_kernels  # noqa: F401
+from . import overloads, static  # noqa: F401
 from .desc import BlockDesc, OpDesc, ProgramDesc, VarDesc  # noqa: F401
 from .errors import (  # noqa: F401
-                     InvalidArgumentError,
-                     NotFoundError,
-                     PermissionDeniedError,
-                     PreconditionNotMetError,
-                     TapeError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionNotMetError,
+    TapeError,
 )
 from .flags import get_flags, set_flags  # noqa: F401
-from .kernels import cpu as _cpu_kernels  # noqa: E402,F401  (registers the CPU kernels)
 from .place import CPUPlace, CUDAPlace  # noqa: F401
 from .random import seed  # noqa: F401
 from .tape import OpHandle, Tape, get_global_tape, no_grad, reset_global_tape  # noqa: F401

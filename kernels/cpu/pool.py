@@ -1,9 +1,11 @@
 """pool2d and its gradient in numba: one pass each.
 
-Window bounds are computed once per call along each axis (numpy, tiny) and the loops read them,
-so one loop serves explicit, SAME/VALID, ceil-mode, global and adaptive windows. Windows of 2x2
-with stride 2 and no padding (the common case) have their own loops without the bounds.
+Window bounds are computed once per geometry along each axis and the loops read them, so one
+loop serves explicit, SAME/VALID, ceil-mode, global and adaptive windows. 2x2 windows that tile
+an even image (the common case) have their own loops without the bounds.
 """
+import functools
+
 import numpy as np
 
 from tape.ops.pool import pool_geometry
@@ -17,16 +19,21 @@ _LOWEST = -3.4028234663852886e38
 
 def _axis_windows(size, out, k, stride, pad, adaptive):
     """Per output cell along one axis: window start and end on the image, and the window length
-    Paddle divides by when not exclusive (clipped only to size + pad)."""
+    Paddle divides by when not exclusive (clipped only to size + pad). Read-only arrays."""
     idx = np.arange(out)
     if adaptive:
         start, end = idx * size // out, -(-(idx + 1) * size // out)
-        return start, end, end - start
-    start = idx * stride - pad
-    end = np.minimum(start + k, size + pad)
-    return np.maximum(start, 0), np.minimum(end, size), end - start
+        bounds = (start, end, end - start)
+    else:
+        start = idx * stride - pad
+        end = np.minimum(start + k, size + pad)
+        bounds = (np.maximum(start, 0), np.minimum(end, size), end - start)
+    for b in bounds:
+        b.flags.writeable = False
+    return bounds
 
 
+@functools.lru_cache(maxsize=256)
 def _windows(shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,
              padding_algorithm):
     """``(rows, cols)``: the ``_axis_windows`` of each axis; or None for 2x2 windows that tile

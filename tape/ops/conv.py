@@ -63,8 +63,8 @@ def check_pairs(ctx, *names: str) -> None:
 
 def _output_side(ctx, side: str, size: int, k: int, dilation: int, pad0: int, pad1: int,
                  stride: int) -> int:
-    """One output side of a convolution; -1 when the input side is unknown."""
-    if size < 0 or pad0 < 0:
+    """One output side of a convolution; -1 when the input or kernel side is unknown."""
+    if size < 0 or k < 0 or pad0 < 0:
         return -1
     span = dilation * (k - 1) + 1
     if size + pad0 + pad1 < span:
@@ -91,7 +91,7 @@ def _conv2d_shape(ctx):
         raise ctx.error(f"Input {fmt(x.shape)} has {c} channels but Filter {fmt(w.shape)} with "
                         f"groups={groups} takes Filter.shape[1] * groups = "
                         f"{group_channels * groups}")
-    if m % groups:
+    if m >= 0 and m % groups:
         raise ctx.error(f"Filter {fmt(w.shape)} has {m} output channels, which groups={groups} "
                         f"does not divide")
     pads, dilations = resolve_paddings((h, width), (kh, kw), a["strides"], a["paddings"],

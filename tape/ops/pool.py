@@ -18,13 +18,11 @@ def pool_geometry(in_hw, ksize, strides, paddings, algorithm, global_pooling, ad
     """
     if global_pooling:
         ksize = tuple(in_hw)
-    pads, _ = resolve_paddings(in_hw, ksize, strides, paddings, (1, 1), algorithm)
-    if global_pooling or adaptive:
-        pads = (0, 0, 0, 0)
     if adaptive:
-        return tuple(ksize), pads, tuple(ksize)
+        return tuple(ksize), (0, 0, 0, 0), tuple(ksize)
     if global_pooling:
-        return tuple(ksize), pads, (1, 1)
+        return ksize, (0, 0, 0, 0), (1, 1)
+    pads, _ = resolve_paddings(in_hw, ksize, strides, paddings, (1, 1), algorithm)
     out = []
     for size, k, s, pad0, pad1 in zip(in_hw, ksize, strides, pads[::2], pads[1::2]):
         if size < 0 or pad0 < 0:
