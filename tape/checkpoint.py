@@ -1,9 +1,9 @@
 """Checkpoints: a flat ``{name: array}`` state saved as an ``.npz`` file, atomically, no pickle.
 
 ``save`` writes a temporary file in the target's folder, syncs it to disk and renames it over
-the target, so a crash mid-save leaves the old checkpoint whole. ``load`` never unpickles: a
-file holding an object array is refused. Ints and floats are stored as 0-d arrays and come
-back as 0-d arrays (``int(state["step"])``).
+the target (``tape.static.atomic``), so a crash mid-save leaves the old checkpoint whole.
+``load`` never unpickles: a file holding an object array is refused. Ints and floats are stored
+as 0-d arrays and come back as 0-d arrays (``int(state["step"])``).
 
 >>> state = checkpoint.combine(model=model.state_dict(), optimizer=opt.state_dict(model),
 ...                            scheduler=sched.state_dict())
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numbers
 import os
-import tempfile
 import zipfile
 
 import numpy as np
 
 from .errors import InvalidArgumentError, NotFoundError
+from .static.atomic import atomic_open
 
 _SEPARATOR = "/"
 
@@ -46,39 +46,11 @@ def save(path, state: dict) -> None:
             raise InvalidArgumentError(f"checkpoint {path}: names must be non-empty strings, "
                                        f"received {name!r}")
         arrays[name] = _as_array(path, name, value)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                     suffix=".tmp")
-    try:
-        # mkstemp makes the file private (0600): give it the old file's mode, else rw-r--r--.
-        os.fchmod(fd, os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644)
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-                for name, array in arrays.items():
-                    with archive.open(name + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, array, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-    _sync_folder(folder)
-
-
-def _sync_folder(folder: str) -> None:
-    """Make the rename itself durable (a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_open(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED,
+                                                 allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 def load(path) -> dict:

@@ -1,4 +1,6 @@
 """What a shape rule and a kernel see of the op they serve."""
+from __future__ import annotations
+
 from .desc import VarDesc
 from .errors import InvalidArgumentError
 
@@ -10,13 +12,16 @@ class InferShapeContext:
     reads input VarDescs, validates them and sets ``(shape, dtype)`` for each output.
     """
 
-    __slots__ = ("op_type", "ins", "attrs", "outs")
+    __slots__ = ("op_type", "ins", "attrs", "outs", "declared")
 
-    def __init__(self, op_type: str, ins: dict, attrs: dict):
+    def __init__(self, op_type: str, ins: dict, attrs: dict, declared: dict | None = None):
         self.op_type = op_type
         self.ins = ins            # {slot: [VarDesc]}
         self.attrs = attrs
         self.outs = {}            # {slot: [(shape, dtype)]}
+        # {slot: [VarDesc]} of outputs a program already declares (static mode), else None:
+        # for rules that cannot know an output's shape from the inputs (load_combine).
+        self.declared = declared
 
     def input(self, slot: str) -> VarDesc:
         return self.ins[slot][0]

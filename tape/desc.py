@@ -8,25 +8,18 @@ code, and bad bytes raise InvalidArgumentError saying what was wrong.
 """
 from __future__ import annotations
 
-import numbers
-
 from . import dtypes
-from .attribute import (
-    ATTR_TYPE_NAMES,
-    BLOCK,
-    BLOCKS,
-    BOOLEAN,
-    BOOLEANS,
-    FLOAT,
-    FLOATS,
-    INT,
-    INTS,
-    LONG,
-    LONGS,
-    STRING,
-    STRINGS,
-)
+from .attribute import BLOCK, BLOCKS
 from .errors import InvalidArgumentError
+from .wire import (
+    COMMON_ATTRS,
+    PADDLE_OP_VERSIONS,
+    PADDLE_VERSION,
+    infer_attr_type,
+    proto_module,
+    read_attr,
+    write_attr,
+)
 
 # VarType.Type: the kinds of variable (the element types are in tape.dtypes)
 DENSE_TENSOR, SELECTED_ROWS, FEED_MINIBATCH, FETCH_LIST = 7, 8, 9, 10
@@ -39,50 +32,6 @@ _TENSOR_FIELDS = {DENSE_TENSOR: "dense_tensor", SELECTED_ROWS: "selected_rows",
                   DENSE_TENSOR_ARRAY: "tensor_array"}
 # element types a TensorDesc may name (VarType.Type values that are not variable kinds)
 _ELEMENT_TYPES = frozenset((0, 1, 2, 3, 4, 5, 6, 19, 20, 21, 22, 23, 24, 32, 33, 36, 37, 38))
-
-# AttrType values past those of tape.attribute (Paddle 3.x additions)
-FLOAT64S, VAR, VARS, FLOAT64, SCALAR, SCALARS = range(12, 18)
-_ATTR_NAMES = ATTR_TYPE_NAMES + ("FLOAT64S", "VAR", "VARS", "FLOAT64", "SCALAR", "SCALARS")
-# OpDesc.Attr field holding each type's value, and whether it is repeated
-_ATTR_FIELDS = {INT: ("i", False), FLOAT: ("f", False), STRING: ("s", False),
-                INTS: ("ints", True), FLOATS: ("floats", True), STRINGS: ("strings", True),
-                BOOLEAN: ("b", False), BOOLEANS: ("bools", True), BLOCK: ("block_idx", False),
-                LONG: ("l", False), BLOCKS: ("blocks_idx", True), LONGS: ("longs", True),
-                FLOAT64S: ("float64s", True), VAR: ("var_name", False),
-                VARS: ("vars_name", True), FLOAT64: ("float64", False),
-                SCALAR: ("scalar", False), SCALARS: ("scalars", True)}
-# Attributes Paddle puts on every op (not in the ops' own protos); printing leaves them out.
-_COMMON_ATTRS = {"op_role": INT, "op_role_var": STRINGS, "op_namescope": STRING,
-                 "op_callstack": STRINGS, "op_device": STRING, "with_quant_attr": BOOLEAN}
-
-# What PaddlePaddle 3.3.1 writes in ProgramDesc.version and op_version_map (its whole registry).
-PADDLE_VERSION = 3003001
-PADDLE_OP_VERSIONS = {
-    "affine_grid": 1, "allclose": 2, "argsort": 1, "assign_value": 1, "auc": 1, "clip": 1,
-    "coalesce_tensor": 2, "collect_fpn_proposals": 1, "conv2d": 1, "conv2d_transpose": 2,
-    "conv3d": 1, "conv3d_transpose": 1, "cumprod": 1, "cumsum": 1, "depthwise_conv2d": 1,
-    "depthwise_conv2d_transpose": 1, "dequantize": 1, "distribute_fpn_proposals": 2,
-    "elementwise_add": 1, "elementwise_div": 1, "elementwise_mul": 1, "elementwise_pow": 1,
-    "elementwise_sub": 1, "equal": 1, "fake_channel_wise_quantize_abs_max": 1,
-    "fill_constant": 2, "flip": 1, "for_pybind_test__": 4, "gather": 1, "generate_proposals": 2,
-    "generate_proposals_v2": 1, "global_gather": 1, "global_scatter": 1, "greater_equal": 1,
-    "greater_than": 1, "grid_sampler": 1, "hard_shrink": 1, "histogram": 1, "instance_norm": 1,
-    "kldiv_loss": 1, "lamb": 1, "leaky_relu": 1, "less_equal": 1, "less_than": 1, "linspace": 1,
-    "lookup_table": 1, "lookup_table_v2": 1, "lstsq": 1, "matmul": 1, "matrix_nms": 1,
-    "max_pool2d_with_index": 1, "max_pool3d_with_index": 1, "momentum": 1,
-    "moving_average_abs_max_scale": 2, "not_equal": 1, "p_norm": 1, "partial_allgather": 1,
-    "pixel_shuffle": 1, "print": 1, "quantize": 2, "requantize": 1, "roi_align": 3,
-    "roi_pool": 2, "roll": 2, "round": 1, "seed": 1, "set_value": 4, "softplus": 1,
-    "thresholded_relu": 1, "trace": 1, "truncated_gaussian_random": 1, "unique_consecutive": 1,
-    "weight_dequantize": 1, "weight_only_linear": 1, "weight_quantize": 1, "yolo_box": 1,
-}
-
-
-def _pb():
-    """The generated protobuf module, imported on first use: ``import tape`` stays fast."""
-    from . import framework_pb2
-    return framework_pb2
-
 
 class VarDesc:
     """What shape inference and export know of a variable: name, shape (-1 = unknown), dtype.
@@ -120,7 +69,7 @@ class VarDesc:
 
     def to_proto(self):
         """This VarDesc as a ``framework_pb2.VarDesc`` message."""
-        m = _pb().VarDesc(name=self.name, persistable=self.persistable)
+        m = proto_module().VarDesc(name=self.name, persistable=self.persistable)
         m.type.type = self.type
         field = _TENSOR_FIELDS.get(self.type)
         if field is not None:
@@ -202,7 +151,7 @@ class OpDesc:
         def slots(d):
             return ", ".join(f"{k}=[{', '.join(v)}]" for k, v in d.items())
         attrs = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.attrs.items())
-                          if k not in _COMMON_ATTRS)
+                          if k not in COMMON_ATTRS)
         return (f"{slots(self.outputs)} = {self.type}({slots(self.inputs)})"
                 + (f"  {{{attrs}}}" if attrs else "") + ("  [target]" if self.is_target else ""))
 
@@ -214,20 +163,20 @@ class OpDesc:
         info = REGISTRY.get(self.type)
         if info is not None and name in info.attrs:
             return info.attrs[name].type
-        if name in _COMMON_ATTRS:
-            return _COMMON_ATTRS[name]
-        return _infer_attr_type(self.type, name, self.attrs[name])
+        if name in COMMON_ATTRS:
+            return COMMON_ATTRS[name]
+        return infer_attr_type(self.type, name, self.attrs[name])
 
     def to_proto(self):
         """This OpDesc as a ``framework_pb2.OpDesc`` message (attributes sorted by name, as
         Paddle writes them)."""
-        m = _pb().OpDesc(type=self.type)
+        m = proto_module().OpDesc(type=self.type)
         for slot, names in self.inputs.items():
             m.inputs.add(parameter=slot, arguments=names)
         for slot, names in self.outputs.items():
             m.outputs.add(parameter=slot, arguments=names)
         for name in sorted(self.attrs):
-            _write_attr(m.attrs.add(), self.type, name, self.attr_type(name), self.attrs[name])
+            write_attr(m.attrs.add(), self.type, name, self.attr_type(name), self.attrs[name])
         if self.is_target:
             m.is_target = True
         return m
@@ -240,7 +189,7 @@ class OpDesc:
         for a in m.attrs:
             if a.name in attrs:
                 raise InvalidArgumentError(f"{where}: attribute '{a.name}' appears twice")
-            attrs[a.name], types[a.name] = _read_attr(a), a.type
+            attrs[a.name], types[a.name] = read_attr(a), a.type
         return cls(m.type, inputs, outputs, attrs, m.is_target, types)
 
 
@@ -257,84 +206,6 @@ def _slots(vars_, where: str, kind: str) -> dict:
             raise InvalidArgumentError(f"{where}: {kind} slot '{v.parameter}' appears twice")
         slots[v.parameter] = list(v.arguments)
     return slots
-
-
-def _infer_attr_type(op_type: str, name: str, value) -> int:
-    """The AttrType of a Python value, for an attribute no registered op declares."""
-    def scalar(v):
-        if isinstance(v, bool) or type(v).__name__ == "bool_":
-            return BOOLEAN
-        if isinstance(v, numbers.Integral):
-            return INT if -2**31 <= v < 2**31 else LONG
-        if isinstance(v, numbers.Real):
-            return FLOAT
-        if isinstance(v, str):
-            return STRING
-        return None
-    if isinstance(value, (list, tuple)):
-        kinds = {scalar(v) for v in value} or {INT}
-        if LONG in kinds and kinds <= {INT, LONG}:
-            kinds = {LONG}
-        if kinds == {FLOAT, INT}:
-            kinds = {FLOAT}
-        kind = kinds.pop() if len(kinds) == 1 else None
-        found = {INT: INTS, LONG: LONGS, FLOAT: FLOATS, STRING: STRINGS, BOOLEAN: BOOLEANS}.get(
-            kind)
-    else:
-        found = scalar(value)
-    if found is None:
-        raise InvalidArgumentError(f"op '{op_type}': cannot tell the wire type of attribute "
-                                   f"'{name}' from its value {value!r}; expected a bool, int, "
-                                   f"float, str or a list of one of them")
-    return found
-
-
-def _write_attr(a, op_type: str, name: str, kind: int, value) -> None:
-    a.name, a.type = name, kind
-    field, repeated = _ATTR_FIELDS[kind]
-    try:
-        if kind == SCALAR:
-            _write_scalar(a.scalar, value)
-        elif kind == SCALARS:
-            for v in value:
-                _write_scalar(a.scalars.add(), v)
-        elif repeated:
-            getattr(a, field).extend(value)
-        else:
-            setattr(a, field, value)
-    except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(f"op '{op_type}': attribute '{name}' ({_ATTR_NAMES[kind]}) "
-                                   f"cannot hold {value!r}: {e}") from None
-
-
-def _write_scalar(s, value) -> None:
-    if isinstance(value, bool):
-        s.type, s.b = 1, value
-    elif isinstance(value, numbers.Integral):
-        s.type, s.i = 2, value
-    elif isinstance(value, numbers.Real):
-        s.type, s.r = 3, value
-    elif isinstance(value, complex):
-        s.type = 4
-        s.c.r, s.c.i = value.real, value.imag
-    else:
-        raise TypeError(f"{type(value).__name__} is not a scalar")
-
-
-def _read_attr(a):
-    field, repeated = _ATTR_FIELDS[a.type]
-    if a.type == SCALAR:
-        return _read_scalar(a.scalar)
-    if a.type == SCALARS:
-        return tuple(_read_scalar(s) for s in a.scalars)
-    value = getattr(a, field)
-    return tuple(value) if repeated else value
-
-
-def _read_scalar(s):
-    if s.type == 4:
-        return complex(s.c.r, s.c.i)
-    return {1: s.b, 2: s.i, 3: s.r}[s.type]
 
 
 class BlockDesc:
@@ -369,7 +240,7 @@ class BlockDesc:
         return "\n".join(lines)
 
     def to_proto(self):
-        m = _pb().BlockDesc(idx=self.idx, parent_idx=self.parent_idx,
+        m = proto_module().BlockDesc(idx=self.idx, parent_idx=self.parent_idx,
                             forward_block_idx=self.forward_block_idx)
         m.vars.extend(v.to_proto() for v in self.vars.values())
         m.ops.extend(op.to_proto() for op in self.ops)
@@ -418,7 +289,7 @@ class ProgramDesc:
                          + [str(b) for b in self.blocks])
 
     def to_proto(self):
-        pb = _pb()
+        pb = proto_module()
         m = pb.ProgramDesc()
         m.blocks.extend(b.to_proto() for b in self.blocks)
         m.version.version = self.version
@@ -456,7 +327,7 @@ class ProgramDesc:
             raise InvalidArgumentError(f"parse_from_string expects bytes, received "
                                        f"{type(data).__name__}")
         from google.protobuf.message import DecodeError
-        m = _pb().ProgramDesc()
+        m = proto_module().ProgramDesc()
         try:
             m.ParseFromString(bytes(data))
         except (DecodeError, ValueError, RecursionError) as e:

@@ -254,12 +254,29 @@ class OpInfo:
 REGISTRY: dict[str, OpInfo] = {}
 
 
+class _NoShapeCache(dict):
+    """The shape cache of an op whose output shapes depend on more than its inputs."""
+
+    def get(self, key, default=None):
+        return default
+
+    def __setitem__(self, key, value):
+        pass
+
+
 def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, grad=None,
-                case=None, doc: str = "") -> OpInfo:
-    """Declare an op: slots, attributes, shape rule, grad maker and test case (see module doc)."""
+                case=None, doc: str = "", cache_shapes: bool = True) -> OpInfo:
+    """Declare an op: slots, attributes, shape rule, grad maker and test case (see module doc).
+
+    ``cache_shapes=False`` for an op whose output shapes are not a function of its input
+    shapes and attributes (``load_combine`` reads them from a file): its shape rule then runs
+    on every call instead of being remembered.
+    """
     if type in REGISTRY:
         raise InvalidArgumentError(f"op '{type}' is already registered")
     info = OpInfo(type, inputs, outputs, attrs, infer_shape, grad, case, doc)
+    if not cache_shapes:
+        info.shape_cache = _NoShapeCache()
     REGISTRY[type] = info
     if isinstance(grad, GradOp):
         grad.bind(info)

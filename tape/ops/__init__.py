@@ -50,7 +50,8 @@ def _make_op_function(info):
                     else [arg]
         out = get_global_tape().run(info, inputs, attrs)
         if single:
-            return out[visible[0]][0]
+            written = out.get(visible[0])
+            return written[0] if written else None
         return tuple(_slot_result(out.get(s.name), s.duplicable) for s in visible_slots)
 
     op.__name__ = op.__qualname__ = info.type

@@ -53,7 +53,7 @@ def _save_combine_shape(ctx):
 def _load_combine_shape(ctx):
     _no_memory_mode(ctx, "model_from_memory")
     path = ctx.attrs["file_path"]
-    declared = (getattr(ctx, "declared", None) or {}).get("Out")
+    declared = (ctx.declared or {}).get("Out")
     if declared is not None and not os.path.exists(path):
         specs = [(d.shape, d.dtype) for d in declared]
     else:
@@ -119,26 +119,11 @@ register_op(
     doc="Write X[0], X[1], ... to file_path as one combined file (Paddle's .pdiparams), "
         "atomically: temporary file, fsync, rename.")
 
-_load_info = register_op(
+register_op(
     "load_combine",
     outputs=[Slot("Out", "the loaded tensors, in file order", duplicable=True)],
     attrs=[_FILE_PATH,
            Attr("load_as_fp16", BOOLEAN, False, "convert floating tensors to float16"),
            Attr("model_from_memory", BOOLEAN, False, "file_path holds the bytes themselves")],
-    infer_shape=_load_combine_shape, case=_load_combine_case,
+    infer_shape=_load_combine_shape, case=_load_combine_case, cache_shapes=False,
     doc="Out[i] = the i-th tensor of the combined file at file_path.")
-
-
-class _NeverCached(dict):
-    """A shape cache that keeps nothing."""
-
-    def get(self, key, default=None):
-        return default
-
-    def __setitem__(self, key, value):
-        pass
-
-
-# load_combine's output shapes depend on the file, which may change between two runs with the
-# same attributes: the eager tape must ask the shape rule every time.
-_load_info.shape_cache = _NeverCached()

@@ -155,7 +155,9 @@ class Executor:
         else:
             if info.infer_shape is not None:
                 try:
-                    info.infer_shape(InferShapeContext(op.type, descs, attrs))
+                    declared = {slot: [block.vars[n] for n in names if n in block.vars]
+                                for slot, names in op.outputs.items()}
+                    info.infer_shape(InferShapeContext(op.type, descs, attrs, declared))
                 except TapeError as e:
                     raise type(e)(f"Executor.run: op #{i}: {e}") from None
             dtype = _kernel_dtype(info, descs, attrs)

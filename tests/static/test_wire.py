@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import tape
 from tape import desc as D
 from tape import framework_pb2 as pb
+from tape import wire as W
 from tape.attribute import BLOCK, BLOCKS, BOOLEANS, FLOATS, INT, INTS, LONG, LONGS, STRINGS
 from tape.static import params
 
@@ -184,9 +185,9 @@ EVERY_ATTR = {  # name: (AttrType, value as parsing returns it)
     "floats": (FLOATS, (0.25, -1.5)), "strings": (STRINGS, ("a", "b")),
     "b": (pb.BOOLEAN, True), "bools": (BOOLEANS, (True, False)), "block": (BLOCK, 1),
     "l": (LONG, 2**40), "blocks": (BLOCKS, (0, 1)), "longs": (LONGS, (2**40, -1)),
-    "float64s": (D.FLOAT64S, (0.1, 1e300)), "var": (D.VAR, "x"), "vars": (D.VARS, ("x", "w")),
-    "float64": (D.FLOAT64, 0.1), "scalar": (D.SCALAR, 2.5),
-    "scalars": (D.SCALARS, (True, 3, 0.1, 1 + 2j)),
+    "float64s": (W.FLOAT64S, (0.1, 1e300)), "var": (W.VAR, "x"), "vars": (W.VARS, ("x", "w")),
+    "float64": (W.FLOAT64, 0.1), "scalar": (W.SCALAR, 2.5),
+    "scalars": (W.SCALARS, (True, 3, 0.1, 1 + 2j)),
 }
 
 
