@@ -199,7 +199,7 @@ class OpInfo:
         """Validate given attributes against the proto and fill defaults."""
         if not attrs:
             if len(self.defaults) != len(self.attrs):
-                self._missing_attrs(())
+                self._missing_attrs(self.defaults)
             return self.defaults
         full = dict(self.defaults)
         for name, value in attrs.items():

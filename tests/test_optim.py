@@ -11,6 +11,7 @@ from tape.optim.momentum import Momentum
 
 import tape
 from tape import layers, optim
+from tape.testing import run_op
 
 STEPS = 6
 SHAPES = [(3, 4), (4,)]
@@ -389,3 +390,43 @@ def test_optimizer_load_state_dict_errors():
     del adam_state[f"{name}.moment2"]
     with pytest.raises(tape.InvalidArgumentError, match=rf"missing key.*'{name}.moment2'"):
         Adam(0.1).load_state_dict(adam_state, params)
+
+
+# ---- the update ops' shape rules ----
+
+def _adam_inputs(**changes):
+    inputs = {"Param": np.ones((2, 3)), "Grad": np.ones((2, 3)), "LearningRate": np.ones(1),
+              "Moment1": np.zeros((2, 3)), "Moment2": np.zeros((2, 3)),
+              "Beta1Pow": np.full(1, 0.9), "Beta2Pow": np.full(1, 0.999)}
+    return {**inputs, **changes}
+
+
+@pytest.mark.parametrize("op, inputs, attrs, message", [
+    ("momentum", {"Param": np.ones((2, 3)), "Grad": np.ones((2, 3)), "Velocity": np.ones(3),
+                  "LearningRate": np.ones(1)}, {"mu": 0.9},
+     r"momentum: Velocity \(3,\) must have the shape of Param \(2, 3\)"),
+    ("momentum", {"Param": np.ones(3), "Grad": np.ones(3), "Velocity": np.ones(3),
+                  "LearningRate": np.ones(1)}, {"use_nesterov": True},
+     r"momentum: attribute\(s\) \['mu'\] have no default"),
+    ("adam", _adam_inputs(Moment2=np.zeros((2, 3), np.float32)), {},
+     "adam: Moment2 .* must be float64 .*Param.*, received float32"),
+    ("adam", _adam_inputs(LearningRate=np.ones(2)), {},
+     r"adam: LearningRate must hold one element, received shape \(2,\)"),
+    ("adam", _adam_inputs(Beta2Pow=np.ones((1, 2))), {},
+     r"adam: Beta2Pow must hold one element, received shape \(1, 2\)"),
+    ("adam", _adam_inputs(Moment2Max=np.zeros((2, 3))), {},
+     "adam: Moment2Max must be given exactly when amsgrad is true, received amsgrad=False "
+     "with Moment2Max given"),
+    ("adamw", _adam_inputs(), {"amsgrad": True}, "adamw: Moment2Max .* amsgrad=True with "
+     "Moment2Max missing"),
+    ("adam", _adam_inputs(MasterParam=np.ones((2, 3))), {},
+     "adam: MasterParam must be given exactly when multi_precision is true"),
+    ("adam", _adam_inputs(SkipUpdate=np.ones(1)), {},
+     "adam: input SkipUpdate .* must be bool, received float64"),
+    ("adamw", _adam_inputs(Grad=np.ones((3, 2))), {},
+     r"adamw: Grad \(3, 2\) must have the shape of Param \(2, 3\)")])
+def test_update_ops_reject_bad_inputs_before_any_kernel(op, inputs, attrs, message,
+                                                        forbid_kernels):
+    forbid_kernels(op)
+    with pytest.raises(tape.InvalidArgumentError, match=message):
+        run_op(op, inputs, attrs)

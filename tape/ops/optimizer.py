@@ -171,8 +171,8 @@ def _adam_shape(ctx):
         _state_shape(ctx, "Moment2Max", dtype)
     for slot in ("Beta1Pow", "Beta2Pow"):
         _require_one_element(ctx, slot)
-        pow_ = ctx.input(slot)
-        ctx.set_output(slot + "Out", pow_.shape, pow_.dtype)
+        power = ctx.input(slot)
+        ctx.set_output(slot + "Out", power.shape, power.dtype)
     if ctx.has_input("SkipUpdate"):
         _require_one_element(ctx, "SkipUpdate", floating=False)
         require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
