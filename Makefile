@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,sys; print(hash
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,examples]'
+	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,11 +1,17 @@
-"""Train an MLP on scikit-learn's bundled digits (8x8 images) with a DyNet-style loop.
+"""Train an MLP on scikit-learn's bundled digits (8x8 images), export it, reload it, compare.
 
     python examples/digits.py [--epochs 40] [--hidden 128] [--lr 0.05] [--batch 32] [--seed 0]
+                              [--export build/digits_model]
 
-One ``reset_global_tape()`` per iteration, ``loss.backward()``, ``sgd(params)``; prints the
-held-out test accuracy at the end.
+Trains with a DyNet-style loop (one ``reset_global_tape()`` per iteration, ``loss.backward()``,
+``sgd(params)``) and prints the held-out test accuracy; then traces the model into a static
+program, saves it as a Paddle inference model (model.pdmodel + model.pdiparams), loads it back,
+runs it with Tape's Executor — and with PaddlePaddle's own predictor when paddle is installed —
+and prints how far their predictions are from the eager model's.
 """
 import argparse
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -39,6 +45,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--export", default="build/digits_model",
+                        help="directory for the exported inference model")
     args = parser.parse_args()
 
     np.random.seed(args.seed)
@@ -72,6 +80,56 @@ def main():
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test)
     print(f"test accuracy: {acc:.4f} ({len(x_test)} held-out digits, {seconds:.1f} s training)")
+    export_and_compare(model, x_test, y_test, args.export)
+
+
+def export_and_compare(model, x_test, y_test, dirname):
+    """Trace -> save_inference_model -> load_inference_model -> Executor (and Paddle)."""
+    with tape.no_grad():
+        eager = model(tape.Variable(x_test)).value()
+    program = tape.static.trace(model, x_test[:1])
+    model_path, params_path = tape.static.save_inference_model(dirname, program)
+    loaded = tape.static.load_inference_model(dirname)
+    (static,) = tape.static.Executor().run(loaded, feed={loaded.feed_names[0]: x_test},
+                                          fetch_list=loaded.fetch_names)
+    static_acc = float(np.mean(np.argmax(static, axis=1) == y_test[:, 0]))
+    print(f"exported {model_path} + {params_path}; reloaded and run by tape.static.Executor: "
+          f"max |difference| {np.max(np.abs(static - eager)):.2e}, accuracy {static_acc:.4f}")
+    paddle = paddle_predictions(dirname, x_test)
+    if paddle is None:
+        print("PaddlePaddle is not installed: skipped running the model in paddle.inference")
+    else:
+        paddle_acc = float(np.mean(np.argmax(paddle, axis=1) == y_test[:, 0]))
+        print(f"run by PaddlePaddle's paddle.inference predictor: max |difference| "
+              f"{np.max(np.abs(paddle - eager)):.2e}, accuracy {paddle_acc:.4f}")
+
+
+_PADDLE_PREDICT = """
+import sys, numpy as np, paddle.inference as pi
+config = pi.Config(sys.argv[1] + "/model.pdmodel", sys.argv[1] + "/model.pdiparams")
+config.disable_glog_info()
+predictor = pi.create_predictor(config)
+feed = predictor.get_input_handle(predictor.get_input_names()[0])
+feed.copy_from_cpu(np.load(sys.argv[2]))
+predictor.run()
+np.save(sys.argv[2], predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu())
+"""
+
+
+def paddle_predictions(dirname, x):
+    """The model's outputs from Paddle's own predictor, or None when paddle is not installed.
+    It runs in a child process: importing paddle takes seconds and fills stderr with logs."""
+    try:
+        import importlib.util
+        if importlib.util.find_spec("paddle") is None:
+            return None
+    except ValueError:
+        return None
+    data = f"{dirname}/input.npy"
+    np.save(data, x)
+    subprocess.run([sys.executable, "-c", _PADDLE_PREDICT, dirname, data], check=True,
+                   capture_output=True)
+    return np.load(data)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ import pathlib
 
 import numpy as np
 import pytest
-from tape.layers.recurrent import GRUCell, LSTMCell
-from tape.layers.sequential import Sequential
 
 import tape
 from tape import layers
@@ -39,7 +37,7 @@ def _gru_step(cell, x, h):
 
 def test_lstm_cell_follows_the_pytorch_equations_over_variable_lengths():
     rng = np.random.default_rng(0)
-    cell = LSTMCell(3, 5, dtype="float64")
+    cell = layers.LSTMCell(3, 5, dtype="float64")
     for length in (1, 4, 2):
         xs = rng.standard_normal((length, 2, 3))
         h, c = np.zeros((2, 5)), np.zeros((2, 5))
@@ -53,7 +51,7 @@ def test_lstm_cell_follows_the_pytorch_equations_over_variable_lengths():
 
 def test_gru_cell_follows_the_pytorch_equations():
     rng = np.random.default_rng(1)
-    cell = GRUCell(4, 3, dtype="float64")
+    cell = layers.GRUCell(4, 3, dtype="float64")
     h_np = rng.standard_normal((2, 3))
     h = tape.Variable(h_np)
     for x in rng.standard_normal((3, 2, 4)):
@@ -62,8 +60,8 @@ def test_gru_cell_follows_the_pytorch_equations():
     np.testing.assert_allclose(h.value(), h_np, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("make, gates, prefix", [(LSTMCell, 4, "lstm_cell"),
-                                                 (GRUCell, 3, "gru_cell")])
+@pytest.mark.parametrize("make, gates, prefix", [(layers.LSTMCell, 4, "lstm_cell"),
+                                                 (layers.GRUCell, 3, "gru_cell")])
 def test_cell_parameters_are_paddle_named_and_uniform(make, gates, prefix):
     cell = make(50, 100)
     names = [p.name for p in cell.params()]
@@ -112,7 +110,7 @@ def _check_directional_derivative(run, variables, seed=0, step=1e-6):
 
 def test_lstm_gradients_through_unrolled_steps_match_finite_differences():
     rng = np.random.default_rng(2)
-    cell = LSTMCell(3, 4, dtype="float64")
+    cell = layers.LSTMCell(3, 4, dtype="float64")
     xs = [tape.Variable(x, stop_gradient=False) for x in rng.standard_normal((4, 2, 3))]
     h0 = tape.Variable(rng.standard_normal((2, 4)), stop_gradient=False)
     c0 = tape.Variable(rng.standard_normal((2, 4)), stop_gradient=False)
@@ -133,7 +131,7 @@ def test_lstm_gradients_through_unrolled_steps_match_finite_differences():
 
 def test_gru_gradients_through_unrolled_steps_match_finite_differences():
     rng = np.random.default_rng(3)
-    cell = GRUCell(2, 3, dtype="float64")
+    cell = layers.GRUCell(2, 3, dtype="float64")
     xs = [tape.Variable(x, stop_gradient=False) for x in rng.standard_normal((3, 4, 2))]
     h0 = tape.Variable(rng.standard_normal((4, 3)), stop_gradient=False)
 
@@ -148,7 +146,7 @@ def test_gru_gradients_through_unrolled_steps_match_finite_differences():
 
 
 def test_cells_reject_mismatched_inputs_and_states():
-    lstm, gru = LSTMCell(3, 4), GRUCell(3, 4)
+    lstm, gru = layers.LSTMCell(3, 4), layers.GRUCell(3, 4)
     x = tape.Variable(np.ones((2, 3), np.float32))
     error = tape.InvalidArgumentError
     with pytest.raises(error, match=r"LSTMCell: expected x of shape \(batch, 3\)"):
@@ -158,12 +156,12 @@ def test_cells_reject_mismatched_inputs_and_states():
     with pytest.raises(error, match=r"GRUCell: expected h of shape \(2, 4\)"):
         gru(x, tape.Variable(np.ones((2, 5), np.float32)))
     with pytest.raises(error, match="floating"):
-        LSTMCell(3, 4, dtype="int32")
+        layers.LSTMCell(3, 4, dtype="int32")
 
 
 def test_sequential_calls_in_order_and_collects_params():
     first, second = layers.Linear(3, 4, dtype="float64"), layers.Linear(4, 2, dtype="float64")
-    model = Sequential(first, tape.ops.tanh, second)
+    model = layers.Sequential(first, tape.ops.tanh, second)
     x = np.random.default_rng(4).standard_normal((5, 3))
     expected = np.tanh(x @ first.w.value() + first.b.value()) @ second.w.value() + \
         second.b.value()
@@ -171,7 +169,7 @@ def test_sequential_calls_in_order_and_collects_params():
     assert model.params() == first.params() + second.params()
     assert len(model) == 3 and model[2] is second
     v = tape.Variable(x)
-    assert Sequential()(v) is v
+    assert layers.Sequential()(v) is v
     model.eval()
     assert not first.training and not second.training
 
