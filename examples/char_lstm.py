@@ -8,8 +8,8 @@ runs an LSTMCell over its characters with a plain Python loop (so every sequence
 own length), and backpropagates the mean cross-entropy of predicting each next character. It
 prints the loss (nats per character) as it falls, then samples text from the model.
 
-The default 3000 steps take about 65 s here (one of two shared cores): the mean loss of the
-first 250 steps, about 3.0 nats per character, falls to about 1.9.
+The default 3000 steps take about a minute here (one of two shared cores): the mean loss of the
+first 250 steps, about 3.0 nats per character, falls to about 1.85.
 """
 import os
 
@@ -63,8 +63,8 @@ class CharLSTM(layers.Layer):
 
     def __call__(self, ids: np.ndarray, state=None):
         """Logits (T, vocab) for the character after each of ``ids``, and the last state."""
-        embedded = self.embed(Variable(ids))                     # (T, embed)
-        steps = tape.get_global_tape().add_op(                   # T pieces of (1, embed)
+        embedded = self.embed(Variable(ids))              # (T, embed)
+        steps = tape.get_global_tape().add_op(            # T pieces of (1, embed)
             "split", {"X": [embedded]}, attrs={"num": len(ids), "axis": 0})["Out"]
         hidden = []
         for x in steps:                                   # host control flow, any length

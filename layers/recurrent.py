@@ -48,8 +48,7 @@ def _affine(x: Variable, weight: Variable, bias: Variable) -> Variable:
 
 def _split(x: Variable, num: int) -> list[Variable]:
     """``x`` cut into ``num`` equal pieces along its last axis (one ``split`` op)."""
-    return tape.get_global_tape().add_op("split", {"X": [x]},
-                                         attrs={"num": num, "axis": -1})["Out"]
+    return tape.ops.split(x, num=num, axis=-1)
 
 
 class _Cell(Layer):

@@ -194,7 +194,8 @@ class Tape:
                 continue
             given = outputs.get(slot.name) if outputs is not None else None
             values = value if slot.duplicable else (value,)
-            flows = grad_flows and slot.name in info.differentiable_outputs
+            flows = (grad_flows and slot.name in info.differentiable_outputs
+                     and bool(spec) and spec[0][1] in dtypes.FLOATING)
             if given:
                 # A Variable written by an op that passes it no gradient (a feeder, an
                 # optimizer's in-place update, batch norm's running statistics) keeps its own

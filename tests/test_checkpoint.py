@@ -5,12 +5,12 @@ import zipfile
 
 import numpy as np
 import pytest
-from tape.optim.adam import Adam
-from tape.optim.clip import clip_grad_norm
-from tape.optim.lr_scheduler import CosineAnnealing, LinearWarmup
 
 import tape
 from tape import checkpoint, layers
+from tape.optim.adam import Adam
+from tape.optim.clip import clip_grad_norm
+from tape.optim.lr_scheduler import CosineAnnealing, LinearWarmup
 
 
 class MLP(layers.Layer):

@@ -4,12 +4,12 @@ import re
 
 import numpy as np
 import pytest
-from tape.layers.dropout import Dropout
-from tape.layers.embedding import Embedding
-from tape.layers.norm import BatchNorm, LayerNorm
 
 import tape
 from tape import layers, optim
+from tape.layers.dropout import Dropout
+from tape.layers.embedding import Embedding
+from tape.layers.norm import BatchNorm, LayerNorm
 
 
 def _mean_of(y):

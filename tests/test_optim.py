@@ -4,13 +4,13 @@ import math
 
 import numpy as np
 import pytest
+
+import tape
+from tape import layers, optim
 from tape.optim.adam import Adam, AdamW
 from tape.optim.clip import clip_grad_norm, clip_grad_value
 from tape.optim.lr_scheduler import CosineAnnealing, LinearWarmup, StepDecay
 from tape.optim.momentum import Momentum
-
-import tape
-from tape import layers, optim
 from tape.testing import run_op
 
 STEPS = 6

@@ -1,4 +1,4 @@
-"""concat, split, slice, stack, squeeze2, unsqueeze2, flatten_contiguous_range, cast and their
+"""concat, split, slice, stack, squeeze2, unsqueeze2, flatten_contiguous_range and their
 gradients: numpy copies and views (nothing here is worth a loop)."""
 import math
 
@@ -8,7 +8,7 @@ from tape import dtypes
 from tape.ops.manipulation import unsqueezed
 from tape.registry import kernel
 
-from .tensor import _xshape, reshape2_grad
+from .tensor import reshape2_grad, xshape_array
 
 
 def _contiguous(a):
@@ -82,34 +82,22 @@ def squeeze2(X, axes):
         dropped = {i for i, n in enumerate(X.shape) if n == 1}
     else:
         dropped = {a % X.ndim for a in axes if X.shape[a] == 1} if X.ndim else set()
-    return X.reshape([n for i, n in enumerate(X.shape) if i not in dropped]), _xshape(X)
+    return X.reshape([n for i, n in enumerate(X.shape) if i not in dropped]), xshape_array(X)
 
 
 @kernel("unsqueeze2", types=dtypes.ALL)
 def unsqueeze2(X, axes):
-    return X.reshape(unsqueezed(X.shape, axes)), _xshape(X)
+    return X.reshape(unsqueezed(X.shape, axes)), xshape_array(X)
 
 
 @kernel("flatten_contiguous_range", types=dtypes.ALL)
 def flatten_contiguous_range(X, start_axis, stop_axis):
     if X.ndim == 0:
-        return X.reshape(1), _xshape(X)
+        return X.reshape(1), xshape_array(X)
     start, stop = start_axis % X.ndim, stop_axis % X.ndim
     shape = X.shape[:start] + (math.prod(X.shape[start:stop + 1]),) + X.shape[stop + 1:]
-    return X.reshape(shape), _xshape(X)
+    return X.reshape(shape), xshape_array(X)
 
 
 for _type in ("squeeze2_grad", "unsqueeze2_grad", "flatten_contiguous_range_grad"):
     kernel(_type)(reshape2_grad)
-
-
-@kernel("cast", types=dtypes.ALL)
-def cast(X, out_dtype):
-    return X.astype(dtypes.to_numpy(out_dtype))
-
-
-@kernel("cast_grad", types=dtypes.ALL)
-def cast_grad(X, dOut):
-    if X.dtype.kind != "f" or dOut.dtype.kind != "f":
-        return None    # no gradient through integers
-    return dOut.astype(X.dtype)

@@ -51,7 +51,7 @@ def assign(X):
     return X.copy()
 
 
-def _xshape(X):
+def xshape_array(X):
     """(0,) + X.shape: carries X's shape to the gradient; zero elements, so no buffer."""
     return np.empty((0,) + X.shape, X.dtype)
 
@@ -64,7 +64,7 @@ def assign_grad(dOut):
 @kernel("reshape2", types=dtypes.ALL)
 def reshape2(X, shape):
     out = X.reshape([X.shape[i] if n == 0 else n for i, n in enumerate(shape)])
-    return out, _xshape(X)
+    return out, xshape_array(X)
 
 
 @kernel("reshape2_grad", types=dtypes.FLOATING)
@@ -74,10 +74,22 @@ def reshape2_grad(XShape, dOut):
 
 @kernel("transpose2", types=dtypes.ALL)
 def transpose2(X, axis):
-    return np.ascontiguousarray(X.transpose(axis)), _xshape(X)
+    return np.ascontiguousarray(X.transpose(axis)), xshape_array(X)
 
 
 @kernel("transpose2_grad", types=dtypes.FLOATING)
 def transpose2_grad(dOut, axis):
     inverse = np.argsort([a % dOut.ndim for a in axis])
     return np.ascontiguousarray(dOut.transpose(inverse))
+
+
+@kernel("cast", types=dtypes.ALL)
+def cast(X, out_dtype):
+    return X.astype(dtypes.to_numpy(out_dtype))
+
+
+@kernel("cast_grad", types=dtypes.ALL)
+def cast_grad(X, dOut):
+    if X.dtype.kind != "f" or dOut.dtype.kind != "f":
+        return None    # no gradient through integers
+    return dOut.astype(X.dtype)

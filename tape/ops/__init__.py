@@ -33,7 +33,8 @@ def _make_op_function(info):
     visible = info.visible_outputs
     input_names = frozenset(info.input_names)
     visible_slots = [s for s in info.outputs if not s.intermediate]
-    single = len(visible_slots) == 1 and not visible_slots[0].duplicable
+    single = len(visible_slots) == 1
+    single_list = single and visible_slots[0].duplicable
 
     def op(*args, **attrs):
         if len(args) > len(slots):
@@ -51,6 +52,8 @@ def _make_op_function(info):
         out = get_global_tape().run(info, inputs, attrs)
         if single:
             written = out.get(visible[0])
+            if single_list:
+                return written
             return written[0] if written else None
         return tuple(_slot_result(out.get(s.name), s.duplicable) for s in visible_slots)
 

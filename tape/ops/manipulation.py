@@ -1,13 +1,13 @@
 """Joining, cutting and reshaping: concat, split, slice, stack, squeeze2, unsqueeze2,
-flatten_contiguous_range; and cast."""
+flatten_contiguous_range."""
 import math
 
 from .. import dtypes
-from ..attribute import INT, INTS, AtLeast, Attr, OneOf
+from ..attribute import INT, INTS, AtLeast, Attr
 from ..desc import OpDesc
 from ..registry import GradMaker, GradOp, Slot, grad_name, register_op
-from .rules import fmt, normalize_axis
-from .tensor import _XSHAPE, _xshape
+from .rules import fmt, normalize_axis, xshape
+from .tensor import XSHAPE
 
 
 def _reject_tensor(ctx, slot: str, attr: str) -> None:
@@ -291,7 +291,7 @@ def _squeeze2_shape(ctx):
                             for k, a in enumerate(axes))
                 if rank and x.shape[i] in (1, -1)}
     ctx.set_output("Out", [n for i, n in enumerate(x.shape) if i not in drop], x.dtype)
-    ctx.set_output("XShape", _xshape(x), x.dtype)
+    ctx.set_output("XShape", xshape(x), x.dtype)
 
 
 def _squeeze2_case(d):
@@ -322,7 +322,7 @@ def _unsqueeze2_shape(ctx):
         raise ctx.error(f"attribute axes={list(axes)} is out of range for X {fmt(x.shape)}: "
                         f"expected each axis in [-rank - 1, rank] of the shape grown so far")
     ctx.set_output("Out", shape, x.dtype)
-    ctx.set_output("XShape", _xshape(x), x.dtype)
+    ctx.set_output("XShape", xshape(x), x.dtype)
 
 
 def _unsqueeze2_case(d):
@@ -349,7 +349,7 @@ def _flatten_shape(ctx):
         shape = x.shape[:start] + (-1 if -1 in merged else math.prod(merged),) + \
             x.shape[stop + 1:]
     ctx.set_output("Out", shape, x.dtype)
-    ctx.set_output("XShape", _xshape(x), x.dtype)
+    ctx.set_output("XShape", xshape(x), x.dtype)
 
 
 def _flatten_case(d):
@@ -367,7 +367,7 @@ def _reshape_grad():
 
 
 register_op(
-    "squeeze2", inputs=["X"], outputs=["Out", _XSHAPE],
+    "squeeze2", inputs=["X"], outputs=["Out", XSHAPE],
     attrs=[Attr("axes", INTS, (), "size-1 axes to drop (others are kept); empty: all of them")],
     infer_shape=_squeeze2_shape, grad=_reshape_grad(), case=_squeeze2_case,
     doc="Out = X without the size-1 dims named in axes (every size-1 dim if axes is empty)")
@@ -377,48 +377,14 @@ register_op(
     inputs=["X", Slot("AxesTensor", "axes as a 1-D int tensor (not supported)", dispensable=True),
             Slot("AxesTensorList", "axes as 1-element tensors (not supported)", duplicable=True,
                  dispensable=True)],
-    outputs=["Out", _XSHAPE],
+    outputs=["Out", XSHAPE],
     attrs=[Attr("axes", INTS, (), "where to insert size-1 dims, one after another")],
     infer_shape=_unsqueeze2_shape, grad=_reshape_grad(), case=_unsqueeze2_case,
     doc="Out = X with a size-1 dim inserted at each of axes in turn (negative: from the end)")
 
 register_op(
-    "flatten_contiguous_range", inputs=["X"], outputs=["Out", _XSHAPE],
+    "flatten_contiguous_range", inputs=["X"], outputs=["Out", XSHAPE],
     attrs=[Attr("start_axis", INT, 1, "first axis to merge"),
            Attr("stop_axis", INT, 1, "last axis to merge (inclusive)")],
     infer_shape=_flatten_shape, grad=_reshape_grad(), case=_flatten_case,
     doc="Out = X with dims start_axis..stop_axis merged into one (a 0-D X becomes shape (1,))")
-
-
-# ---- cast ----
-
-def _cast_shape(ctx):
-    x, in_dtype = ctx.input("X"), ctx.attrs["in_dtype"]
-    if in_dtype not in (-1, x.dtype):
-        raise ctx.error(f"attribute in_dtype={in_dtype} ({dtypes.name(in_dtype)}) does not "
-                        f"match X ({x.name}), which is {dtypes.name(x.dtype)}: expected -1 or "
-                        f"X's dtype")
-    ctx.set_output("Out", x.shape, ctx.attrs["out_dtype"])
-
-
-def _cast_case(d):
-    """float64 X to a float64 or integer/bool Out, or int64 X to anything. Outputs of lower
-    float precision are left to the forward check in float32: a central difference through a
-    float32 rounding is noise."""
-    shape = d.shape(0, 4)
-    if d.integer(0, 3) == 0:
-        return ({"X": d.ints(shape, -5, 5)},
-                {"in_dtype": d.choice((-1, dtypes.INT64)), "out_dtype": d.choice(dtypes.ALL)})
-    out_dtype = d.choice((dtypes.FP64, dtypes.INT64, dtypes.INT32, dtypes.BOOL))
-    return {"X": d.floats(shape, -4.0, 4.0)}, {"out_dtype": out_dtype}
-
-
-register_op(
-    "cast", inputs=["X"], outputs=["Out"],
-    attrs=[Attr("in_dtype", INT, -1, "VarType of X, or -1 (X's own dtype)",
-                check=OneOf(-1, *dtypes.ALL)),
-           Attr("out_dtype", INT, None, "VarType of Out", check=OneOf(*dtypes.ALL))],
-    infer_shape=_cast_shape, grad=GradOp(reads=["X"], no_need_buffer=["X"]), case=_cast_case,
-    doc="Out = X converted to out_dtype (floats to integers truncate toward zero). Its gradient "
-        "is Out@GRAD cast back to X's dtype when both are floating; none flows through "
-        "integers.")

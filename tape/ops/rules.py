@@ -97,3 +97,9 @@ def broadcast(ctx, x_slot: str = "X", y_slot: str = "Y", axis: int = -1) -> tupl
                             f"dimension {i} is {a} vs {b}")
         out.append(d)
     return tuple(out)
+
+
+def xshape(x) -> tuple:
+    """XShape's shape: (0,) + X.shape, which carries X's shape into the grad op and holds no
+    data (reshape2, transpose2, squeeze2, ... keep it instead of X)."""
+    return (0,) + tuple(x.shape)

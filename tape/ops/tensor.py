@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes
 from ..attribute import BOOLEAN, FLOAT, INT, INTS, LONGS, STRING, AtLeast, Attr, Each, OneOf
 from ..registry import GradOp, Slot, register_op
-from .rules import fmt, same_as
+from .rules import fmt, same_as, xshape
 
 _FLOATING = sorted(dtypes.FLOATING)
 
@@ -157,11 +157,6 @@ def _assign_case(d):
     return {"X": d.floats(d.shape(1, 4, 1, 5))}, {}
 
 
-def _xshape(x):
-    """XShape: (0,) + X.shape, which carries X's shape into the grad op and holds no data."""
-    return (0,) + tuple(x.shape)
-
-
 def _reshape_target(ctx, x_shape, shape):
     """Paddle's reshape rule: 0 copies X's dim at that index, one -1 is inferred."""
     def bad(why):
@@ -198,7 +193,7 @@ def _reshape2_shape(ctx):
                             f"'shape' attribute, received a tensor")
     x = ctx.input("X")
     ctx.set_output("Out", _reshape_target(ctx, x.shape, ctx.attrs["shape"]), x.dtype)
-    ctx.set_output("XShape", _xshape(x), x.dtype)
+    ctx.set_output("XShape", xshape(x), x.dtype)
 
 
 def _reshape2_case(d):
@@ -222,7 +217,7 @@ def _transpose2_shape(ctx):
         raise ctx.error(f"attribute axis={list(axis)} must be a permutation of the {rank} dims "
                         f"of X {fmt(x.shape)} (negative axes count from the end)")
     ctx.set_output("Out", tuple(x.shape[a] for a in axis), x.dtype)
-    ctx.set_output("XShape", _xshape(x), x.dtype)
+    ctx.set_output("XShape", xshape(x), x.dtype)
 
 
 def _transpose2_case(d):
@@ -236,7 +231,7 @@ def _transpose2_case(d):
     return {"X": d.floats(x_shape)}, {"axis": axis}
 
 
-_XSHAPE = Slot("XShape", "(0,) + X.shape: X's shape for the gradient, no data", intermediate=True)
+XSHAPE = Slot("XShape", "(0,) + X.shape: X's shape for the gradient, no data", intermediate=True)
 
 register_op("assign", inputs=["X"], outputs=["Out"], infer_shape=same_as("X"), grad=GradOp(),
             case=_assign_case, doc="Out = a copy of X.")
@@ -246,7 +241,7 @@ register_op(
     inputs=["X", Slot("Shape", "target shape as a 1-D int tensor", dispensable=True),
             Slot("ShapeTensor", "target shape as 1-element tensors", duplicable=True,
                  dispensable=True)],
-    outputs=["Out", _XSHAPE],
+    outputs=["Out", XSHAPE],
     attrs=[Attr("shape", INTS, None, "target shape: 0 copies X's dim, one -1 is inferred"),
            Attr("use_quantizer", BOOLEAN, False, "oneDNN quantization hint (no effect here)")],
     infer_shape=_reshape2_shape,
@@ -254,8 +249,42 @@ register_op(
     case=_reshape2_case, doc="Out = X with shape ``shape`` (same elements, row-major order).")
 
 register_op(
-    "transpose2", inputs=["X"], outputs=["Out", _XSHAPE],
+    "transpose2", inputs=["X"], outputs=["Out", XSHAPE],
     attrs=[Attr("axis", INTS, None, "permutation: Out dim i is X dim axis[i]")],
     infer_shape=_transpose2_shape,
     grad=GradOp(reads=["XShape"], no_need_buffer=["XShape"]),
     case=_transpose2_case, doc="Out = X with dims permuted: Out.shape[i] = X.shape[axis[i]].")
+
+
+# ---- cast ----
+
+def _cast_shape(ctx):
+    x, in_dtype = ctx.input("X"), ctx.attrs["in_dtype"]
+    if in_dtype not in (-1, x.dtype):
+        raise ctx.error(f"attribute in_dtype={in_dtype} ({dtypes.name(in_dtype)}) does not "
+                        f"match X ({x.name}), which is {dtypes.name(x.dtype)}: expected -1 or "
+                        f"X's dtype")
+    ctx.set_output("Out", x.shape, ctx.attrs["out_dtype"])
+
+
+def _cast_case(d):
+    """float64 X to a float64 or integer/bool Out, or int64 X to anything. Outputs of lower
+    float precision are left to the forward check in float32: a central difference through a
+    float32 rounding is noise."""
+    shape = d.shape(0, 4)
+    if d.integer(0, 3) == 0:
+        return ({"X": d.ints(shape, -5, 5)},
+                {"in_dtype": d.choice((-1, dtypes.INT64)), "out_dtype": d.choice(dtypes.ALL)})
+    out_dtype = d.choice((dtypes.FP64, dtypes.INT64, dtypes.INT32, dtypes.BOOL))
+    return {"X": d.floats(shape, -4.0, 4.0)}, {"out_dtype": out_dtype}
+
+
+register_op(
+    "cast", inputs=["X"], outputs=["Out"],
+    attrs=[Attr("in_dtype", INT, -1, "VarType of X, or -1 (X's own dtype)",
+                check=OneOf(-1, *dtypes.ALL)),
+           Attr("out_dtype", INT, None, "VarType of Out", check=OneOf(*dtypes.ALL))],
+    infer_shape=_cast_shape, grad=GradOp(reads=["X"], no_need_buffer=["X"]), case=_cast_case,
+    doc="Out = X converted to out_dtype (floats to integers truncate toward zero). Its gradient "
+        "is Out@GRAD cast back to X's dtype when both are floating; none flows through "
+        "integers.")

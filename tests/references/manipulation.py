@@ -1,8 +1,5 @@
-"""References for concat, split, slice, stack, squeeze2, unsqueeze2, flatten_contiguous_range
-and cast."""
+"""References for concat, split, slice, stack, squeeze2, unsqueeze2, flatten_contiguous_range."""
 import numpy as np
-
-from tape import dtypes
 
 
 def concat(X, axis):
@@ -60,7 +57,3 @@ def flatten_contiguous_range(X, start_axis, stop_axis):
     start, stop = start_axis % X.ndim, stop_axis % X.ndim
     merged = int(np.prod(X.shape[start:stop + 1]))
     return X.reshape(X.shape[:start] + (merged,) + X.shape[stop + 1:])
-
-
-def cast(X, out_dtype):
-    return X.astype(dtypes.to_numpy(out_dtype))

@@ -86,3 +86,7 @@ def check_gaussian_random(outputs, attrs):
     _check_spread("gaussian_random", _sample("gaussian_random", attrs), attrs["mean"], attrs["std"])
     if attrs["std"] > 0:
         _check_seeding("gaussian_random", attrs)
+
+
+def cast(X, out_dtype):
+    return X.astype(dtypes.to_numpy(out_dtype))

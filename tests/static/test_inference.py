@@ -4,12 +4,12 @@ import os
 
 import numpy as np
 import pytest
-from tape.optim.sgd import SGD
 
 import tape
 import tape.static as static
 from tape import layers
 from tape.desc import FEED_MINIBATCH, FETCH_LIST, ProgramDesc, VarDesc
+from tape.optim.sgd import SGD
 from tape.static import params
 from tape.static.inference import MODEL_FILE, PARAMS_FILE
 from tape.static.program import append_checkpoint

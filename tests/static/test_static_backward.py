@@ -1,14 +1,14 @@
 """Static backward, optimizer ops and a checkpoint on one program: the seed's three cases."""
 import numpy as np
 import pytest
-from tape.optim.adam import Adam
-from tape.optim.momentum import Momentum
-from tape.optim.sgd import SGD
 
 import tape
 import tape.static as static
 from tape import layers
 from tape.desc import OpDesc
+from tape.optim.adam import Adam
+from tape.optim.momentum import Momentum
+from tape.optim.sgd import SGD
 from tape.registry import REGISTRY, GradMaker, GradOp, grad_name, kernel, register_op
 from tape.static import params
 from tape.static.program import append_checkpoint
