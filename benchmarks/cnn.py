@@ -29,7 +29,7 @@ from mlp import check_losses
 
 BATCH, SIDE, CLASSES = 128, 8, 10
 CHANNELS = (1, 16, 32)
-LEARNING_RATE = 0.05
+LEARNING_RATE = 0.01
 TAPE_NEEDS = ("ops.conv2d", "ops.pool2d", "ops.reshape2", "ops.softmax_with_cross_entropy",
               "layers.Conv2D", "layers.MaxPool2D", "layers.Linear", "optim.SGD")
 

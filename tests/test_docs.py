@@ -26,6 +26,19 @@ def test_readme_training_loop_runs_and_learns():
     assert np.mean(logits.argmax(axis=1) == y_np[:, 0]) > 0.9
 
 
+def test_readme_static_example_runs(tmp_path, monkeypatch):
+    scope = {}
+    exec(compile(_readme_blocks()[0], "README.md", "exec"), scope)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_readme_blocks()[1], "README.md", "exec"), scope)
+    import tape
+    tape.reset_global_tape()
+    with tape.no_grad():
+        eager = scope["l2"](scope["l1"](tape.Variable(scope["x_np"]))).value()
+    np.testing.assert_allclose(scope["probs"], eager, rtol=1e-6, atol=1e-6)
+    assert (tmp_path / "build" / "model" / "model.pdmodel").is_file()
+
+
 def test_import_tape_neither_imports_numba_nor_compiles():
     code = ("import sys, tape; import tape.testing; "
             "print('numba' in sys.modules, 'hypothesis' in sys.modules)")
