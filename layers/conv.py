@@ -5,8 +5,7 @@ import tape
 from tape.errors import InvalidArgumentError
 from tape.variable import Variable, unique_name
 
-from .layer import Layer, constant, float_dtype, kaiming_uniform
-from .linear import _activation
+from .layer import Layer, activation, constant, float_dtype, kaiming_uniform
 
 
 def _ints(value):
@@ -89,7 +88,7 @@ class Conv2D(Layer):
                                        f"out_channels={out_channels}")
         kh, kw = pair("Conv2D", "kernel_size", kernel_size)
         self.in_channels, self.out_channels, self.act = in_channels, out_channels, act
-        self._act = _activation(act)
+        self._act = activation("Conv2D", act)
         # tuples, not lists: the op's attribute check is memoised for hashable values
         self._attrs = {"strides": pair("Conv2D", "stride", stride),
                        "dilations": pair("Conv2D", "dilation", dilation),

@@ -8,6 +8,7 @@ import numpy as np
 import tape
 from tape import dtypes
 from tape.errors import InvalidArgumentError
+from tape.registry import REGISTRY
 from tape.variable import Variable
 
 
@@ -36,6 +37,21 @@ def kaiming_uniform(name, shape, dtype, fan_in: int) -> Variable:
 
 def constant(name, shape, dtype, value: float = 0.0) -> Variable:
     return parameter(name, shape, dtype, "fill_constant", value=float(value))
+
+
+def activation(layer: str, act: str | None):
+    """The ``tape.ops`` function of the registered unary op ``act`` (X -> Out, attributes
+    defaulted), None for None, or an error naming the layer."""
+    if act is None:
+        return None
+    info = REGISTRY.get(act)
+    unary = (info is not None and not act.endswith("_grad")
+             and [s.name for s in info.inputs if not s.dispensable] == ["X"]
+             and info.visible_outputs == ("Out",) and len(info.defaults) == len(info.attrs))
+    if not unary:
+        raise InvalidArgumentError(f"{layer}: act={act!r} is not a registered unary op "
+                                   f"(X -> Out); expected None or e.g. 'relu', 'tanh', 'sigmoid'")
+    return getattr(tape.ops, act)
 
 
 def float_dtype(layer: str, dtype) -> int:

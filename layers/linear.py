@@ -3,24 +3,9 @@ from __future__ import annotations
 
 import tape
 from tape.errors import InvalidArgumentError
-from tape.registry import REGISTRY
 from tape.variable import Variable, unique_name
 
-from .layer import Layer, constant, float_dtype, xavier_uniform
-
-
-def _activation(act: str | None):
-    """The tape.ops function of a registered unary op (X -> Out, attributes defaulted)."""
-    if act is None:
-        return None
-    info = REGISTRY.get(act)
-    unary = (info is not None and not act.endswith("_grad")
-             and [s.name for s in info.inputs if not s.dispensable] == ["X"]
-             and info.visible_outputs == ("Out",) and len(info.defaults) == len(info.attrs))
-    if not unary:
-        raise InvalidArgumentError(f"Linear: act={act!r} is not a registered unary op "
-                                   f"(X -> Out); expected None or e.g. 'relu', 'tanh', 'sigmoid'")
-    return getattr(tape.ops, act)
+from .layer import Layer, activation, constant, float_dtype, xavier_uniform
 
 
 class Linear(Layer):
@@ -48,7 +33,7 @@ class Linear(Layer):
                  dtype="float32"):
         code = float_dtype("Linear", dtype)
         self.in_dim, self.out_dim, self.act = in_dim, out_dim, act
-        self._act = _activation(act)
+        self._act = activation("Linear", act)
         prefix = unique_name("linear")
         self.w = xavier_uniform(f"{prefix}.w_0", (in_dim, out_dim), code, in_dim, out_dim)
         self.b = constant(f"{prefix}.b_0", (out_dim,), code)

@@ -7,8 +7,7 @@ import tape
 from tape.errors import InvalidArgumentError
 from tape.variable import Variable, unique_name
 
-from .layer import Layer, constant, float_dtype
-from .linear import _activation
+from .layer import Layer, activation, constant, float_dtype
 
 
 def _buffer(name: str, shape, dtype: int, value: float) -> Variable:
@@ -55,7 +54,7 @@ class BatchNorm(Layer):
                                        f"received {data_layout!r}")
         self.num_channels, self.momentum, self.epsilon = num_channels, momentum, epsilon
         self.act, self.data_layout = act, data_layout
-        self._act = _activation(act)
+        self._act = activation("BatchNorm", act)
         prefix = unique_name("batch_norm")
         shape = (num_channels,)
         self.weight = constant(f"{prefix}.w_0", shape, code, 1.0)

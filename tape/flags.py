@@ -1,4 +1,9 @@
-"""``FLAGS_*`` switches, read from the environment and settable with ``tape.set_flags``."""
+"""``FLAGS_*`` switches, read from the environment and settable with ``tape.set_flags``.
+
+``FLAGS_enable_unused_var_check``: after each kernel, fail if the op declares an input the kernel
+never read (see ``tape.checks``). ``FLAGS_check_nan_inf``: after each kernel, fail on the first
+floating output holding a NaN or an Inf.
+"""
 import os
 
 _DEFAULTS = {
@@ -10,13 +15,24 @@ _TRUE = {"1", "true", "on", "yes"}
 flags = {name: os.environ.get(name, str(default)).lower() in _TRUE
          for name, default in _DEFAULTS.items()}
 
+# Whether any per-kernel check is on: the one test the eager tape, backward and the Executor
+# make per op before running a kernel.
+checking = False
+
+
+def _update_checking() -> None:
+    global checking
+    checking = flags["FLAGS_enable_unused_var_check"] or flags["FLAGS_check_nan_inf"]
+
 
 def set_flags(values: dict) -> None:
     """Set flags by name, e.g. ``tape.set_flags({"FLAGS_check_nan_inf": True})``."""
-    for name, value in values.items():
+    for name in values:
         if name not in flags:
             raise KeyError(f"unknown flag {name!r}; known: {sorted(flags)}")
+    for name, value in values.items():
         flags[name] = bool(value)
+    _update_checking()
 
 
 def get_flags(names=None) -> dict:
@@ -26,3 +42,6 @@ def get_flags(names=None) -> dict:
     if isinstance(names, str):
         names = [names]
     return {n: flags[n] for n in names}
+
+
+_update_checking()
