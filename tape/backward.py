@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from . import flags as _flags
+from .checks import run_kernel
 from .desc import OpDesc
 from .errors import InvalidArgumentError
 from .place import CPU
@@ -119,6 +121,11 @@ def _plan(h) -> list:
     return plan
 
 
+def grad_op_types(h) -> list:
+    """The grad op types backward runs for the recorded op ``h``."""
+    return list(dict.fromkeys(step.info.type for step in _plan(h))) if h.info.grad else []
+
+
 _shape_only_cache: dict = {}
 
 
@@ -175,10 +182,15 @@ def _run_step(step, h, grads, temps, leaves):
                 d = e.desc if type(e) is Variable else e
                 values.append(shape_only(d.shape, d.dtype))
         args[slot] = values if duplicable else values[0] if values else None
-    call = step.calls.get(h.dtype)
-    if call is None:
-        call = step.calls[h.dtype] = step.info.kernel(CPU, h.dtype).call
-    result = call(args, h.attrs if step.attrs is None else step.attrs, wants)
+    attrs = h.attrs if step.attrs is None else step.attrs
+    if _flags.checking:
+        result = run_kernel(step.info, step.info.kernel(CPU, h.dtype), args, attrs, wants,
+                            _grad_names(step, h))
+    else:
+        call = step.calls.get(h.dtype)
+        if call is None:
+            call = step.calls[h.dtype] = step.info.kernel(CPU, h.dtype).call
+        result = call(args, attrs, wants)
     if len(step.outs) == 1:
         result = (result,)
     for (slot, duplicable, bound), value in zip(step.outs, result):
@@ -201,6 +213,18 @@ def _run_step(step, h, grads, temps, leaves):
                 continue
             old = grads.get(d.name)
             grads[d.name] = g if old is None else old + g
+
+
+def _grad_names(step, h) -> dict:
+    """``{grad-op output slot: [variable names]}``: ``<forward input>@GRAD``, or the temporary's
+    name."""
+    names = {}
+    for slot, _, bound in step.outs:
+        names[slot] = []
+        for kind, fslot, i in bound:
+            e = None if kind == _TEMP else h.inputs[fslot][i]
+            names[slot].append(fslot if e is None else e.name + GRAD_SUFFIX)
+    return names
 
 
 def run_backward(ops: list, seeds: dict) -> None:

@@ -45,7 +45,11 @@ class InferShapeContext:
 
 class ExecutionContext:
     """Handed to kernels that take a ``ctx`` parameter: inputs by slot, attributes, wanted
-    outputs."""
+    outputs.
+
+    Made afresh for each call, so ``read`` (the slots ``input`` was asked for) is that call's
+    own, on its own thread: the unused-input check adds it to what the kernel's body loads.
+    """
 
     __slots__ = ("op_type", "_ins", "attrs", "_wants", "read")
 

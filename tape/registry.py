@@ -172,17 +172,16 @@ class Kernel:
         # A generated lambda binds arguments without a per-call loop over the parameters:
         # this runs for every op of every iteration.
         names = {"fn": self.fn, "ExecutionContext": ExecutionContext, "op_type": info.type}
-        body = f"fn({', '.join(args)})"
         self._call_with_ctx = None
         if "ctx" in args:
-            self._call_with_ctx = eval(f"lambda ins, attrs, wants, ctx: {body}", names)
-            body = f"call_with_ctx(ins, attrs, wants, ExecutionContext(op_type, ins, attrs, wants))"
-            names["call_with_ctx"] = self._call_with_ctx
-        self.call = eval(f"lambda ins, attrs, wants: {body}", names)
+            self._call_with_ctx = eval(f"lambda ins, attrs, wants, ctx: fn({', '.join(args)})",
+                                       names)
+            args[args.index("ctx")] = "ExecutionContext(op_type, ins, attrs, wants)"
+        self.call = eval(f"lambda ins, attrs, wants: fn({', '.join(args)})", names)
 
     def reads(self) -> tuple[frozenset, frozenset]:
-        """``(read, shape_only)``: the input slots whose parameters the kernel's body loads, and
-        those of them it loads only for ``.shape``/``.dtype``/``.ndim``/``.size``."""
+        """``(read, shape_only)``: the input slots whose values the kernel's body loads, and
+        those it loads only to take ``.shape``/``.dtype``/``.ndim``/``.size``."""
         if self._reads is None:
             loaded, meta = body_loads(self.fn, set(self._params))
             self._reads = (frozenset(self._params[p] for p in loaded),

@@ -8,6 +8,8 @@ import threading
 import numpy as np
 
 from . import dtypes
+from . import flags as _flags
+from .checks import run_kernel
 from .context import InferShapeContext
 from .desc import VarDesc
 from .errors import InvalidArgumentError, PreconditionNotMetError
@@ -176,7 +178,12 @@ class Tape:
             if dtype is None:
                 dtype = _kernel_dtype(info, descs, attrs)
         k = info.kernels.get((_CPU_KEY, dtype)) or info.kernel(CPU, dtype)
-        result = k.call(arrays, attrs, None)
+        if _flags.checking:
+            if _flags.flags["FLAGS_check_nan_inf"]:   # name new outputs now, for its message
+                outputs = _named_outputs(info, specs, outputs)
+            result = run_kernel(info, k, arrays, attrs, None, outputs or {})
+        else:
+            result = k.call(arrays, attrs, None)
 
         grad_flows = requires_grad and info.grad is not None and _grad_enabled()
         record = grad_flows or self.tracing
@@ -236,6 +243,18 @@ class Tape:
                 f"stop_gradient=False, so it has no gradient to propagate")
         ops, self._ops, self._spent = self._ops, [], True
         run_backward(ops, {loss.name: np.ones_like(loss._value)})
+
+
+def _named_outputs(info: OpInfo, specs: dict, outputs: dict | None) -> dict:
+    """``outputs`` completed with new, still empty Variables for the output slots it does not
+    name, so that the NaN/Inf check after the kernel can name them; they are then filled in as
+    given outputs are, which leaves them as new ones would be."""
+    outputs = dict(outputs or {})
+    for slot in info.output_names:
+        if not outputs.get(slot) and specs.get(slot):
+            outputs[slot] = [new_variable(VarDesc(next(_tmp_names), shape, dtype, False, True),
+                                          None, 0) for shape, dtype in specs[slot]]
+    return outputs
 
 
 def _grad_enabled() -> bool:

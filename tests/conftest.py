@@ -1,7 +1,11 @@
-"""Hypothesis profiles and shared fixtures.
+"""Hypothesis profiles, the unused-input check, and shared fixtures.
 
 Profiles: ``ci`` (the default: derandomized, few examples per op, so the suite stays within
 minutes) and ``nightly`` (many more examples). Choose with ``HYPOTHESIS_PROFILE=nightly``.
+
+The whole suite runs with ``FLAGS_enable_unused_var_check`` on: every kernel any test runs
+(forward and grad, eager and static) must read each input its op declares, but no-need-buffer
+ones.
 """
 import os
 
@@ -9,13 +13,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import tape
-from tape.registry import op_info
+from tape import backward, ops
+from tape.registry import REGISTRY, op_info
 
 settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None,
                           database=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("nightly", max_examples=1000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+tape.set_flags({"FLAGS_enable_unused_var_check": True})
 
 
 class _ForbiddenKernel:
@@ -26,6 +33,9 @@ class _ForbiddenKernel:
 
     def call(self, ins, attrs, wants):
         raise AssertionError(f"{self.op_type}: a kernel ran although the input was invalid")
+
+    def call_recording(self, ins, attrs, wants):
+        return self.call(ins, attrs, wants)
 
 
 @pytest.fixture
@@ -44,3 +54,24 @@ def fresh_tape():
     tape.reset_global_tape()
     yield
     tape.reset_global_tape()
+
+
+@pytest.fixture
+def user_ops():
+    """Registers ops for one test, then removes them (and their grad ops, generated functions
+    and cached backward plans) from the registry."""
+    before = set(REGISTRY)
+    yield
+    for op_type in set(REGISTRY) - before:
+        del REGISTRY[op_type]
+        if hasattr(ops, op_type):
+            delattr(ops, op_type)
+    backward._plans.clear()
+
+
+@pytest.fixture
+def restore_flags():
+    """Flags a test sets with ``tape.set_flags`` are back to their suite values after it."""
+    saved = tape.get_flags()
+    yield
+    tape.set_flags(saved)

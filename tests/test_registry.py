@@ -7,24 +7,11 @@ import numpy as np
 import pytest
 
 import tape
-from tape import backward, ops
+from tape import ops
 from tape.attribute import FLOAT, AtLeast, Attr
 from tape.ops.rules import float_same_as
 from tape.registry import REGISTRY, GradOp, kernel, register_op
 from tape.testing import Draw, check_forward, check_grad
-
-
-@pytest.fixture
-def user_ops():
-    """Registers ops for one test, then removes them (and their grad ops, generated functions
-    and cached backward plans) from the registry."""
-    before = set(REGISTRY)
-    yield
-    for op_type in set(REGISTRY) - before:
-        del REGISTRY[op_type]
-        if hasattr(ops, op_type):
-            delattr(ops, op_type)
-    backward._plans.clear()
 
 
 def _cube_case(d):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from .. import flags as _flags
+from ..checks import run_kernel
 from ..context import InferShapeContext
 from ..desc import DENSE_TENSOR, VarDesc
 from ..errors import InvalidArgumentError, NotFoundError, TapeError
@@ -162,7 +164,11 @@ class Executor:
                     raise type(e)(f"Executor.run: op #{i}: {e}") from None
             dtype = _kernel_dtype(info, descs, attrs)
         wants = {s for s, names in op.outputs.items() if any(n != EMPTY_VAR for n in names)}
-        result = info.kernel(self.place, dtype).call(arrays, attrs, wants)
+        kernel = info.kernel(self.place, dtype)
+        if _flags.checking:
+            result = run_kernel(info, kernel, arrays, attrs, wants, op.outputs)
+        else:
+            result = kernel.call(arrays, attrs, wants)
         if len(info.outputs) == 1:
             result = (result,)
         for slot, value in zip(info.outputs, result):

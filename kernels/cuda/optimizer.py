@@ -1,0 +1,80 @@
+"""sgd, momentum, adam, adamw on the GPU: each one fused in-place numba.cuda pass.
+
+The kernels are the CPU ones with device-side flattening and write-back and numba.cuda launches,
+of the same signatures, in place of their numba loops: the scalar algebra (bias corrections,
+decay, the dtype it runs in) is written once. The scalars (learning rate, beta powers) are read
+to the host, as on the CPU, so the arithmetic runs in the same dtype.
+"""
+import math
+
+from numba import cuda
+
+from ..cpu import optimizer as cpu
+from .device import array_module, cuda_kernel, launch, on_device, with_globals
+
+
+@cuda.jit
+def _sgd_kernel(param, grad, lr):
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        param[i] -= lr * grad[i]
+
+
+@cuda.jit
+def _momentum_kernel(param, grad, velocity, lr, mu, l2, rescale, nesterov):
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = grad[i] * rescale
+        if l2 != 0:
+            g += l2 * param[i]
+        v = mu * velocity[i] + g
+        velocity[i] = v
+        if nesterov:
+            param[i] -= (g + mu * v) * lr
+        else:
+            param[i] -= lr * v
+
+
+@cuda.jit
+def _adam_kernel(param, grad, moment1, moment2, moment2_max, beta1, rest1, beta2, rest2, lr_t,
+                 eps_t, keep, amsgrad):
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = grad[i]
+        m = beta1 * moment1[i] + rest1 * g
+        v = beta2 * moment2[i] + rest2 * g * g
+        moment1[i] = m
+        moment2[i] = v
+        if amsgrad:
+            if moment2_max[i] > v:
+                v = moment2_max[i]
+            moment2_max[i] = v
+        param[i] = param[i] * keep - lr_t * (m / (math.sqrt(v) + eps_t))
+
+
+def _sgd_fused(param, grad, lr):
+    launch(_sgd_kernel, param.size, param, grad, lr)
+
+
+def _momentum_fused(param, grad, velocity, lr, mu, l2, rescale, nesterov):
+    launch(_momentum_kernel, param.size, param, grad, velocity, lr, mu, l2, rescale, nesterov)
+
+
+def _adam_fused(param, grad, moment1, moment2, moment2_max, beta1, rest1, beta2, rest2, lr_t,
+                eps_t, keep, amsgrad):
+    if not amsgrad:   # the CPU passes an empty host array: the kernel takes a device one
+        moment2_max = array_module(param).empty(0, param.dtype)
+    launch(_adam_kernel, param.size, param, grad, moment1, moment2, moment2_max, beta1, rest1,
+           beta2, rest2, lr_t, eps_t, keep, amsgrad)
+
+
+def _scalar(array, dtype):
+    """The single element of a 1-element array as a ``dtype`` scalar (read to the host)."""
+    return dtype.type(array.reshape(-1)[0].item())
+
+
+_state = {"_flat": on_device(cpu._flat), "_write_back": on_device(cpu._write_back),
+          "_scalar": _scalar}
+cuda_kernel("sgd")(with_globals(cpu.sgd, _sgd_fused=_sgd_fused, **_state))
+cuda_kernel("momentum")(with_globals(cpu.momentum, _momentum_fused=_momentum_fused, **_state))
+# numpy stays numpy in the adam step: it computes the host scalars
+_adam_update = with_globals(cpu._adam_update, _adam_fused=_adam_fused, **_state)
+cuda_kernel("adam")(with_globals(cpu.adam, _adam_update=_adam_update))
+cuda_kernel("adamw")(with_globals(cpu.adamw, _adam_update=_adam_update))
