@@ -71,7 +71,11 @@ def child_steps(lib: str) -> dict:
 
 
 def run_child(kind: str, lib: str, env_extra: dict | None = None) -> dict:
-    env = dict(os.environ, **(env_extra or {}))
+    # Children cache bytecode as any Python install does (site-packages ship .pyc files; an
+    # editable install writes them on first import): PYTHONDONTWRITEBYTECODE in this shell
+    # would otherwise charge Tape's source compilation to every import.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(env_extra or {})
     out = subprocess.run([sys.executable, __file__, "--child", kind, lib], env=env,
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -144,7 +148,9 @@ def main(argv=None):
     print()
     print_notes([f"small MLP: batch {SMALL[0]}, {'-'.join(map(str, SMALL[1]))}, as in mlp.py",
                  "import tape pulls in numba: " + ("YES" if numba_flags[TAPE] else "no"),
-                 "Python start-up itself (interpreter, site) is outside every figure.",
+                 "Python start-up itself (interpreter, site) is outside every figure; children "
+                 "cache bytecode (PYTHONDONTWRITEBYTECODE is cleared), as an installed package "
+                 "does.",
                  load.note()])
 
 

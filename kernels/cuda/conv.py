@@ -1,32 +1,58 @@
 """conv2d and its gradient on the GPU: im2col / col2im in numba.cuda around cuBLAS GEMMs.
 
-The column matrix is the CPU side's, (C * kh * kw, N, H_out * W_out), and the GEMMs are its
-grouped matmuls (``np.matmul`` with ``out=`` dispatches to cupy). Each thread computes where its
-tap reads instead of reading a precomputed table: arithmetic is cheaper than memory on a GPU.
-col2im gathers, for each input cell, the taps that read it, so no two threads write one cell
-and no atomics are needed.
+The kernels are the CPU ones with the device array module (so its grouped matmuls run on
+cuBLAS through cupy) and with their own column helpers. The column matrix is the CPU side's,
+(C * kh * kw, N, H_out * W_out), but no tap table is built: each thread computes where its tap
+reads, as arithmetic is cheaper than memory on a GPU, and col2im gathers, for each input cell,
+the taps that read it, so no two threads write one cell and no atomics are needed.
 """
+import functools
+from typing import NamedTuple
+
 from numba import cuda
 
 from tape.ops.conv import resolve_paddings
 
-from ..cpu.conv import _matmul_groups
-from .device import array_module, cuda_kernel, launch
+from ..cpu import conv as cpu
+from .device import array_module, cuda_kernel, launch, on_device
 
 
-def _geometry(x_shape, w_shape, strides, paddings, dilations, padding_algorithm):
-    """``(kh, kw, sh, sw, dh, dw, top, left, out_h, out_w)`` (Paddle's padding rules)."""
+class _Geometry(NamedTuple):
+    """What a tap reads, by arithmetic: kernel size, strides, dilations, top/left padding and
+    output size. It stands in for the CPU side's tap table, whose ``shape`` it has."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    top: int
+    left: int
+    out_h: int
+    out_w: int
+
+    @property
+    def shape(self):
+        return self.kh * self.kw, self.out_h * self.out_w
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(x_shape, w_shape, strides, paddings, dilations, padding_algorithm):
+    """``(geometry, out_h, out_w)`` of a convolution (Paddle's padding rules, as the shape
+    rule): the CPU ``_plan`` with a _Geometry for the tap table."""
     height, width = x_shape[2:]
     kh, kw = w_shape[2:]
     pads, (dh, dw) = resolve_paddings((height, width), (kh, kw), strides, paddings, dilations,
                                       padding_algorithm)
     out_h = (height + pads[0] + pads[1] - dh * (kh - 1) - 1) // strides[0] + 1
     out_w = (width + pads[2] + pads[3] - dw * (kw - 1) - 1) // strides[1] + 1
-    return kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2], out_h, out_w
+    geometry = _Geometry(kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2], out_h, out_w)
+    return geometry, out_h, out_w
 
 
 @cuda.jit
-def _im2col(x, kh, kw, sh, sw, dh, dw, top, left, out_w, cols):
+def _im2col_kernel(x, kh, kw, sh, sw, dh, dw, top, left, out_h, out_w, cols):
     """cols[c * kh * kw + t, n, p] = x[n, c] at tap t of output cell p, 0 in the padding."""
     batch, height, width = x.shape[0], x.shape[2], x.shape[3]
     plane = cols.shape[2]
@@ -43,8 +69,9 @@ def _im2col(x, kh, kw, sh, sw, dh, dw, top, left, out_w, cols):
 
 
 @cuda.jit
-def _col2im(cols, kh, kw, sh, sw, dh, dw, top, left, out_h, out_w, dx):
-    """The adjoint of _im2col: dx[n, c, r, q] = the sum of the columns of the taps reading it."""
+def _col2im_kernel(cols, kh, kw, sh, sw, dh, dw, top, left, out_h, out_w, dx):
+    """The adjoint of _im2col_kernel: dx[n, c, r, q] = the sum of the columns of the taps that
+    read it."""
     batch, channels, height, width = dx.shape
     for e in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
         q = e % width
@@ -67,48 +94,16 @@ def _col2im(cols, kh, kw, sh, sw, dh, dw, top, left, out_h, out_w, dx):
 def _columns(x, geometry):
     """im2col of ``x`` as a 2-D (C * kh * kw, N * P) array."""
     xp = array_module(x)
-    kh, kw, *_, out_h, out_w = geometry
-    cols = xp.empty((x.shape[1] * kh * kw, x.shape[0], out_h * out_w), x.dtype)
-    launch(_im2col, cols.size, xp.ascontiguousarray(x), *geometry[:-2], out_w, cols)
+    cols = xp.empty((x.shape[1] * geometry.shape[0], x.shape[0], geometry.shape[1]), x.dtype)
+    launch(_im2col_kernel, cols.size, xp.ascontiguousarray(x), *geometry, cols)
     return cols.reshape(cols.shape[0], -1)
 
 
-@cuda_kernel("conv2d")
-def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm):
-    xp = array_module(Input, Filter)
-    geometry = _geometry(Input.shape, Filter.shape, strides, paddings, dilations,
-                         padding_algorithm)
-    batch, out_channels = Input.shape[0], Filter.shape[0]
-    cols = _columns(Input, geometry)
-    out = _matmul_groups(groups, xp.empty((out_channels, cols.shape[1]), Input.dtype),
-                         xp.ascontiguousarray(Filter).reshape(out_channels, -1), cols)
-    # (M, N, P) -> (N, M, P): the one copy that puts the result in NCHW order
-    out = xp.ascontiguousarray(out.reshape(out_channels, batch, -1).transpose(1, 0, 2))
-    return out.reshape(batch, out_channels, *geometry[-2:])
+def _col2im(cols, geometry, dx):
+    launch(_col2im_kernel, dx.size, cols, *geometry, dx)
 
 
-@cuda_kernel("conv2d_grad")
-def conv2d_grad(Input, Filter, dOutput, strides, paddings, dilations, groups,
-                padding_algorithm, wants):
-    xp = array_module(Input, Filter, dOutput)
-    geometry = _geometry(Input.shape, Filter.shape, strides, paddings, dilations,
-                         padding_algorithm)
-    batch, out_channels = Input.shape[0], Filter.shape[0]
-    # (N, M, P) -> (M, N * P), the layout of the forward GEMM's output
-    dout = xp.ascontiguousarray(dOutput.reshape(batch, out_channels, -1).transpose(1, 0, 2))
-    dout = dout.reshape(out_channels, -1)
-    weights = xp.ascontiguousarray(Filter).reshape(out_channels, -1)
-    d_input = d_filter = None
-    if "Filter@GRAD" in wants:
-        d_filter = _matmul_groups(groups, xp.empty(weights.shape, Filter.dtype), dout,
-                                  _columns(Input, geometry), transpose_b=True)
-        d_filter = d_filter.reshape(Filter.shape)
-    if "Input@GRAD" in wants:
-        taps = geometry[0] * geometry[1]
-        d_cols = xp.empty((Input.shape[1] * taps, dout.shape[1]), Input.dtype)
-        _matmul_groups(groups, d_cols, weights, dout, transpose_a=True)
-        d_input = xp.empty(Input.shape, Input.dtype)
-        launch(_col2im, d_input.size, d_cols.reshape(d_cols.shape[0], batch, -1),
-               *geometry, d_input)
-    return d_input, d_filter
-
+_helpers = {"_plan": _plan, "_columns": _columns,
+            "_matmul_groups": on_device(cpu._matmul_groups)}
+cuda_kernel("conv2d")(on_device(cpu.conv2d, **_helpers))
+cuda_kernel("conv2d_grad")(on_device(cpu.conv2d_grad, _col2im=_col2im, **_helpers))

@@ -8,8 +8,8 @@ runs, with only the array module swapped. numba.cuda picks simulator or GPU when
 imported, which is when this package is imported (``import tape`` never imports it).
 
 The simulator runs kernels as Python and type-checks nothing: tests/cuda/compile_ptx.py
-compiles them for the GPU. Kernels compare instead of calling ``max``: numba 0.68's ``max`` is a
-varargs overload that its built-in CUDA target fails to compile.
+compiles them for the GPU. Kernels compare instead of calling ``max(a, b)``, which numba 0.68's
+built-in CUDA target fails to compile (numba-cuda, the maintained target, compiles it).
 """
 import sys
 import types

@@ -12,7 +12,7 @@ SEEDS = range(8)
 # CPU and GPU sum in other orders, and the simulator computes in float32 where numba promotes
 # to float64: differences are rounding, relative to the largest value of an output.
 TOLERANCE = {np.float32: 2e-6, np.float64: 1e-12}
-# Random cases and files: compared in their own tests.
+# save_combine writes a file: compared in its own test.
 OWN_TESTS = {"save_combine"}
 FORWARD = sorted(t for t, info in REGISTRY.items()
                  if info.case is not None and t in gpu.KERNELS and t not in OWN_TESTS)
@@ -61,8 +61,9 @@ def test_gradient_matches_cpu(op_type, dtype):
 def test_save_combine_writes_the_same_file(tmp_path):
     inputs, attrs = forward_case("save_combine", 0, np.float32)
     paths = [str(tmp_path / "cpu.pdiparams"), str(tmp_path / "cuda.pdiparams")]
-    for path, kernel in zip(paths, [REGISTRY["save_combine"].kernel(tape.CPUPlace(), 5).fn,
-                                    gpu.KERNELS["save_combine"]]):
+    kernels = [REGISTRY["save_combine"].kernel(tape.CPUPlace(), tape.dtypes.FP32).fn,
+               gpu.KERNELS["save_combine"]]
+    for path, kernel in zip(paths, kernels):
         kernel(inputs["X"], path, True, attrs["save_as_fp16"])
     assert open(paths[0], "rb").read() == open(paths[1], "rb").read()
 

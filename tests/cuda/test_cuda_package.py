@@ -78,3 +78,7 @@ def test_under_the_simulator_device_arrays_are_numpy_arrays():
     copy = gpu.to_host(host)
     assert copy is not host and np.array_equal(copy, host)
 
+
+def test_with_globals_rejects_a_name_the_function_does_not_read():
+    with pytest.raises(NameError, match=r"reads no global named \['unbroadcast'\]"):
+        gpu.device.with_globals(_some_dtype, unbroadcast=None)
