@@ -7,14 +7,12 @@ fc 10; the data split and scaling are examples/digits.py's. One ``reset_global_t
 iteration, ``loss.backward()``, ``sgd(params)``; prints the held-out test accuracy at the end.
 """
 import argparse
-import time
 
 import numpy as np
-from digits import accuracy, load
-from tqdm import tqdm
+from digits import accuracy, load, train
 
 import tape
-from tape import layers, optim
+from tape import layers
 
 
 class SmallCNN(layers.Layer):
@@ -44,26 +42,7 @@ def main():
     x_train, x_test, y_train, y_test = load(args.seed)
     x_train, x_test = (x.reshape(-1, 1, 8, 8) for x in (x_train, x_test))
     model = SmallCNN()
-    params = model.params()
-    sgd = optim.SGD(learning_rate=args.lr)
-
-    start = time.perf_counter()
-    steps = args.epochs * int(np.ceil(len(x_train) / args.batch))
-    bar = tqdm(total=steps, desc="training", unit="step")
-    for epoch in range(args.epochs):
-        order = np.random.permutation(len(x_train))
-        for i in range(0, len(order), args.batch):
-            idx = order[i:i + args.batch]
-            tape.reset_global_tape()
-            x, y = tape.Variable(x_train[idx]), tape.Variable(y_train[idx])
-            _, loss = tape.ops.softmax_with_cross_entropy(model(x), y)
-            loss = tape.ops.mean(loss)
-            loss.backward()
-            sgd(params)
-            bar.update()
-        bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.value()):.4f}")
-    bar.close()
-    seconds = time.perf_counter() - start
+    seconds = train(model, model.params(), x_train, y_train, args)
     acc = accuracy(model, x_test, y_test)
     print(f"test accuracy: {acc:.4f} ({len(x_test)} held-out digits, {seconds:.1f} s training)")
 

@@ -38,6 +38,29 @@ def accuracy(model, x, y):
     return float(np.mean(np.argmax(logits, axis=1) == y[:, 0]))
 
 
+def train(model, params, x_train, y_train, args) -> float:
+    """The DyNet-style loop: per batch, a fresh tape, forward, ``loss.backward()``, an SGD step.
+    Returns the seconds it took."""
+    sgd = optim.SGD(learning_rate=args.lr)
+    start = time.perf_counter()
+    steps = args.epochs * int(np.ceil(len(x_train) / args.batch))
+    bar = tqdm(total=steps, desc="training", unit="step")
+    for epoch in range(args.epochs):
+        order = np.random.permutation(len(x_train))
+        for i in range(0, len(order), args.batch):
+            idx = order[i:i + args.batch]
+            tape.reset_global_tape()
+            x, y = tape.Variable(x_train[idx]), tape.Variable(y_train[idx])
+            _, loss = tape.ops.softmax_with_cross_entropy(model(x), y)
+            loss = tape.ops.mean(loss)
+            loss.backward()
+            sgd(params)
+            bar.update()
+        bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.value()):.4f}")
+    bar.close()
+    return time.perf_counter() - start
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=40)
@@ -58,26 +81,7 @@ def main():
     def model(x):
         return l2(l1(x))
 
-    params = l1.params() + l2.params()
-    sgd = optim.SGD(learning_rate=args.lr)
-
-    start = time.perf_counter()
-    steps = args.epochs * int(np.ceil(len(x_train) / args.batch))
-    bar = tqdm(total=steps, desc="training", unit="step")
-    for epoch in range(args.epochs):
-        order = np.random.permutation(len(x_train))
-        for i in range(0, len(order), args.batch):
-            idx = order[i:i + args.batch]
-            tape.reset_global_tape()
-            x, y = tape.Variable(x_train[idx]), tape.Variable(y_train[idx])
-            _, loss = tape.ops.softmax_with_cross_entropy(model(x), y)
-            loss = tape.ops.mean(loss)
-            loss.backward()
-            sgd(params)
-            bar.update()
-        bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.value()):.4f}")
-    bar.close()
-    seconds = time.perf_counter() - start
+    seconds = train(model, l1.params() + l2.params(), x_train, y_train, args)
     acc = accuracy(model, x_test, y_test)
     print(f"test accuracy: {acc:.4f} ({len(x_test)} held-out digits, {seconds:.1f} s training)")
     export_and_compare(model, x_test, y_test, args.export)
