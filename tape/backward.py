@@ -112,7 +112,7 @@ def _plan(h) -> list:
     else:
         key = _plan_key(h)
     if info.grad.depends_on_attrs:
-        key = (key, tuple(h.attrs.items()))
+        key = (key, h.attrs_key)
     plan = _plans.get(key)
     if plan is None:
         if len(_plans) >= 4096:
@@ -239,8 +239,10 @@ def run_backward(ops: list, seeds: dict) -> None:
     temps = {}
     while ops:
         h = ops.pop()
-        outs = [(e.desc if type(e) is Variable else e).name
-                for es in h.outputs.values() for e in es]
+        outs = []
+        for es in h.outputs.values():
+            for e in es:
+                outs.append((e.desc if type(e) is Variable else e).name)
         for n in outs:
             if n in grads:
                 break

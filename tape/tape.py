@@ -20,7 +20,15 @@ from .variable import Variable, name_source, new_variable
 _serials = itertools.count(1)
 _tmp_names = name_source("tmp")
 _CPU_KEY = CPU.key
-_local = threading.local()
+class _ThreadState(threading.local):
+    """Per thread: the global tape and how deep inside ``no_grad`` blocks we are."""
+
+    tape = None
+    no_grad_depth = 0
+
+
+_local = _ThreadState()
+_FLOATING = dtypes.FLOATING
 
 
 class OpHandle:
@@ -31,14 +39,16 @@ class OpHandle:
     freed as soon as the user drops it.
     """
 
-    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype")
+    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype", "attrs_key")
 
-    def __init__(self, info: OpInfo, inputs: dict, outputs: dict, attrs: dict, dtype: int):
+    def __init__(self, info: OpInfo, inputs: dict, outputs: dict, attrs: dict, dtype: int,
+                 attrs_key: tuple = ()):
         self.info = info
         self.inputs = inputs
         self.outputs = outputs
         self.attrs = attrs
         self.dtype = dtype
+        self.attrs_key = attrs_key   # hashable form of attrs (() for the op's defaults)
 
     @property
     def type(self) -> str:
@@ -155,7 +165,7 @@ class Tape:
                                                f"no value")
                 key.append(d.shape)
                 key.append(d.dtype)
-                if dtype is None and d.dtype in dtypes.FLOATING:
+                if dtype is None and d.dtype in _FLOATING:
                     dtype = d.dtype
                 if d.stop_gradient:
                     kept.append(v if name in keeps else d)
@@ -185,7 +195,7 @@ class Tape:
         else:
             result = k.call(arrays, attrs, None)
 
-        grad_flows = requires_grad and info.grad is not None and _grad_enabled()
+        grad_flows = requires_grad and info.grad is not None and not _local.no_grad_depth
         record = grad_flows or self.tracing
         if record and self._spent:
             raise PreconditionNotMetError(
@@ -202,7 +212,7 @@ class Tape:
             given = outputs.get(slot.name) if outputs is not None else None
             values = value if slot.duplicable else (value,)
             flows = (grad_flows and slot.name in info.differentiable_outputs
-                     and bool(spec) and spec[0][1] in dtypes.FLOATING)
+                     and bool(spec) and spec[0][1] in _FLOATING)
             if given:
                 # A Variable written by an op that passes it no gradient (a feeder, an
                 # optimizer's in-place update, batch norm's running statistics) keeps its own
@@ -214,6 +224,10 @@ class Tape:
                         d.stop_gradient = False
                     v._value, v._tape = val, serial
                 vs = given
+            elif len(spec) == 1:
+                shape, out_dtype = spec[0]
+                vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
+                                   values[0], serial)]
             else:
                 vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
                                    val, serial)
@@ -227,7 +241,7 @@ class Tape:
                 else:
                     outs[slot.name] = [v.desc for v in vs]
         if record:
-            self._ops.append(OpHandle(info, entries, outs, attrs, dtype))
+            self._ops.append(OpHandle(info, entries, outs, attrs, dtype, attrs_key))
         return produced
 
     def backward(self, loss: Variable) -> None:
@@ -257,13 +271,9 @@ def _named_outputs(info: OpInfo, specs: dict, outputs: dict | None) -> dict:
     return outputs
 
 
-def _grad_enabled() -> bool:
-    return getattr(_local, "no_grad_depth", 0) == 0
-
-
 def get_global_tape() -> Tape:
     """This thread's tape (made on first use)."""
-    t = getattr(_local, "tape", None)
+    t = _local.tape
     if t is None:
         t = _local.tape = Tape()
     return t
@@ -278,7 +288,7 @@ def reset_global_tape() -> Tape:
 @contextlib.contextmanager
 def no_grad():
     """Run ops without recording them: their outputs never want gradients."""
-    _local.no_grad_depth = getattr(_local, "no_grad_depth", 0) + 1
+    _local.no_grad_depth += 1
     try:
         yield
     finally:

@@ -57,7 +57,7 @@ def recording():
     previous one comes back after, also on an error); yields it."""
     recorder = Tape(tracing=True)
     local = _tape_module._local
-    previous = getattr(local, "tape", None)
+    previous = local.tape
     local.tape = recorder
     try:
         yield recorder
