@@ -101,6 +101,16 @@ class Layer:
     def eval(self) -> Layer:
         return self.train(False)
 
+    def to(self, place) -> Layer:
+        """Move the parameters and persistable buffers here and below to ``place``, in place (the
+        same Variables: optimizers keep working); returns this layer.
+
+        >>> model = Linear(64, 10).to(tape.CUDAPlace(0))
+        """
+        for v in self.state_dict(keep_vars=True).values():
+            v.to(place)
+        return self
+
     def state_dict(self, keep_vars: bool = False) -> dict:
         """Parameters and persistable buffers (batch norm's running statistics), here and
         below, by attribute path: ``{"w": ..., "l1.w": ..., "blocks.0.b": ...}``. Values are

@@ -52,7 +52,7 @@ class Adam(Optimizer):
             ("moment1", 0.0), ("moment2", 0.0), ("beta1_pow", self.beta1),
             ("beta2_pow", self.beta2))}
         inputs = {"Param": [param], "Grad": [self._gradient(param, grad)],
-                  "LearningRate": [self.learning_rate_var(param.desc.dtype)],
+                  "LearningRate": [self.learning_rate_var(param)],
                   "Moment1": [state["moment1"]], "Moment2": [state["moment2"]],
                   "Beta1Pow": [state["beta1_pow"]], "Beta2Pow": [state["beta2_pow"]]}
         outputs = {"ParamOut": [param], "Moment1Out": [state["moment1"]],

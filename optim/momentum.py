@@ -33,7 +33,7 @@ class Momentum(Optimizer):
 
     def update_op(self, param: Variable, grad: Variable):
         velocity = self.accumulator(param, "velocity", 0.0)
-        rate = self.learning_rate_var(param.desc.dtype)
+        rate = self.learning_rate_var(param)
         return ("momentum",
                 {"Param": [param], "Grad": [grad], "Velocity": [velocity],
                  "LearningRate": [rate]},

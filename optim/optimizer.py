@@ -32,15 +32,16 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value: float) -> None:
         self._learning_rate = float(value)
-        self._rates = {}    # param dtype code -> LearningRate Variable (1,)
+        self._rates = {}    # (place, param dtype code) -> LearningRate Variable (1,)
 
-    def learning_rate_var(self, dtype: int) -> Variable:
-        """The (1,) LearningRate Variable for parameters of ``dtype`` (a VarType code)."""
-        rate = self._rates.get(dtype)
+    def learning_rate_var(self, param: Variable) -> Variable:
+        """The (1,) LearningRate Variable for parameters of ``param``'s dtype and place."""
+        dtype, place = param.desc.dtype, param.place
+        rate = self._rates.get((place, dtype))
         if rate is None:
             rate = _persistable(np.full((1,), self._learning_rate, dtypes.to_numpy(dtype)),
-                                "learning_rate")
-            self._rates[dtype] = rate
+                                "learning_rate", place)
+            self._rates[(place, dtype)] = rate
         return rate
 
     def accumulator(self, param: Variable, slot: str, fill: float) -> Variable:
@@ -51,7 +52,7 @@ class Optimizer:
         if state is None:
             shape = self.state_slots[slot] or param.shape
             state = slots[slot] = _persistable(np.full(shape, fill, param.dtype),
-                                               f"{param.name}_{slot}")
+                                               f"{param.name}_{slot}", param.place)
         return state
 
     def state_dict(self, params) -> dict:
@@ -93,13 +94,15 @@ class Optimizer:
                 raise InvalidArgumentError(f"{where}: missing key(s) "
                                            f"{sorted(f'{key}.{s}' for s in missing)}")
         self.learning_rate = float(state["learning_rate"])
+        keyed_by_name = {p.name: p for p in keyed.values()}
         for name, slots in loaded.items():
             current = self._accumulators.setdefault(name, {})
             for slot, value in slots.items():
                 if slot in current:     # in place: the update ops keep pointing at it
                     current[slot].value()[...] = value
                 else:
-                    current[slot] = _persistable(value.copy(), f"{name}_{slot}")
+                    current[slot] = _persistable(value.copy(), f"{name}_{slot}",
+                                                 keyed_by_name[name].place)
 
     def update_op(self, param: Variable, grad: Variable):
         """``(op type, inputs, outputs, attrs)`` of the op that updates ``param`` from ``grad``;
@@ -129,8 +132,8 @@ class Optimizer:
         return append_optimizer_ops(program, append_backward(program, loss), self.update_op)
 
 
-def _persistable(value, prefix: str) -> Variable:
-    v = Variable(value, name=unique_name(prefix))
+def _persistable(value, prefix: str, place) -> Variable:
+    v = Variable(value, name=unique_name(prefix), place=place)
     v.desc.persistable = True
     return v
 

@@ -16,6 +16,6 @@ class SGD(Optimizer):
     """
 
     def update_op(self, param: Variable, grad: Variable):
-        rate = self.learning_rate_var(param.desc.dtype)
+        rate = self.learning_rate_var(param)
         return ("sgd", {"Param": [param], "LearningRate": [rate], "Grad": [grad]},
                 {"ParamOut": [param]}, {})

@@ -14,7 +14,7 @@ from .errors import (  # noqa: F401
 )
 from .flags import get_flags, set_flags  # noqa: F401
 from .memory import MemoryReport, memory_report  # noqa: F401
-from .place import CPUPlace, CUDAPlace  # noqa: F401
+from .place import CPUPlace, CUDAPlace, default_place, set_default_place  # noqa: F401
 from .random import seed  # noqa: F401
 from .tape import OpHandle, Tape, get_global_tape, no_grad, reset_global_tape  # noqa: F401
 from .variable import Variable  # noqa: F401

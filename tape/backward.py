@@ -35,7 +35,7 @@ class _Step:
         self.ins = ins
         self.outs = outs    # same form, in the grad op's output-slot order
         self.attrs = attrs
-        self.calls = {}     # dtype -> bound kernel
+        self.calls = {}     # dtype (CPU) or (place kind, dtype) -> bound kernel
 
 
 _plans: dict = {}
@@ -164,8 +164,8 @@ def _run_step(step, h, grads, temps, leaves):
                 e = h.outputs[fslot][i]
                 d = e.desc if type(e) is Variable else e
                 g = grads.get(d.name)
-                values.append(g if g is not None
-                              else np.zeros(d.shape, dtypes.to_numpy(d.dtype)))
+                values.append(g if g is not None else h.place.array_module().zeros(
+                    d.shape, dtypes.to_numpy(d.dtype)))
             elif kind == _FWD_IN:
                 values.append(inputs[fslot][i]._value)
             elif kind == _FWD_OUT:
@@ -184,12 +184,14 @@ def _run_step(step, h, grads, temps, leaves):
         args[slot] = values if duplicable else values[0] if values else None
     attrs = h.attrs if step.attrs is None else step.attrs
     if _flags.checking:
-        result = run_kernel(step.info, step.info.kernel(CPU, h.dtype), args, attrs, wants,
+        result = run_kernel(step.info, step.info.kernel(h.place, h.dtype), args, attrs, wants,
                             _grad_names(step, h))
     else:
-        call = step.calls.get(h.dtype)
+        # keyed by dtype alone on the CPU: a tuple key would be built and hashed per grad op
+        key = h.dtype if h.place is CPU else (h.place.key, h.dtype)
+        call = step.calls.get(key)
         if call is None:
-            call = step.calls[h.dtype] = step.info.kernel(CPU, h.dtype).call
+            call = step.calls[key] = step.info.kernel(h.place, h.dtype).call
         result = call(args, attrs, wants)
     if len(step.outs) == 1:
         result = (result,)
@@ -257,4 +259,4 @@ def run_backward(ops: list, seeds: dict) -> None:
     for name, leaf in leaves.items():
         g = grads[name]
         total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=name + GRAD_SUFFIX)
+        leaf.grad = Variable(total, name=name + GRAD_SUFFIX, place=leaf.place)

@@ -313,7 +313,10 @@ class OpInfo:
                                    f"must be given")
 
     def kernel(self, place, dtype: int) -> Kernel:
+        """The kernel for ``place``'s kind and ``dtype`` (the CUDA ones load on first request)."""
         k = self.kernels.get((place.key, dtype))
+        if k is None and load_kernels(place):
+            k = self.kernels.get((place.key, dtype))
         if k is None:
             have = sorted(dtypes.name(d) for p, d in self.kernels if p == place.key)
             raise NotFoundError(f"{self.type}: no kernel for ({place}, {dtypes.name(dtype)}); "
@@ -367,6 +370,29 @@ def op_info(type: str) -> OpInfo:
 
 
 FLOAT_TYPES = (dtypes.FP32, dtypes.FP64)
+_loaded_kinds = {CPU.key}    # the CPU kernels register when tape is imported
+
+
+def load_kernels(place) -> bool:
+    """Register the kernels of ``place``'s kind if not done yet; whether it did.
+
+    The CUDA kernels (``tape.kernels.cuda.KERNELS``, which take the CPU kernels' parameters)
+    register for the dtypes of each op's CPU kernel, on the first request for one: importing
+    them imports numba.cuda, which ``import tape`` must not.
+    """
+    if place.key in _loaded_kinds:
+        return False
+    from .place import cuda_backend
+    for op_type, fn in cuda_backend().KERNELS.items():
+        info = REGISTRY.get(op_type)
+        if info is None:
+            continue
+        k = Kernel(fn, info)
+        for p, d in list(info.kernels):
+            if p == CPU.key:
+                info.kernels[(place.key, d)] = k
+    _loaded_kinds.add(place.key)
+    return True
 
 
 def kernel(op_type: str, types=FLOAT_TYPES, place=CPU):

@@ -5,21 +5,20 @@ import contextlib
 import itertools
 import threading
 
-import numpy as np
-
 from . import dtypes
 from . import flags as _flags
+from . import place as _places
 from .checks import run_kernel
 from .context import InferShapeContext
 from .desc import VarDesc
 from .errors import InvalidArgumentError, PreconditionNotMetError
-from .place import CPU
 from .registry import OpInfo, op_info
 from .variable import Variable, name_source, new_variable
 
 _serials = itertools.count(1)
 _tmp_names = name_source("tmp")
-_CPU_KEY = CPU.key
+
+
 class _ThreadState(threading.local):
     """Per thread: the global tape and how deep inside ``no_grad`` blocks we are."""
 
@@ -39,16 +38,17 @@ class OpHandle:
     freed as soon as the user drops it.
     """
 
-    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype", "attrs_key")
+    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype", "attrs_key", "place")
 
     def __init__(self, info: OpInfo, inputs: dict, outputs: dict, attrs: dict, dtype: int,
-                 attrs_key: tuple = ()):
+                 attrs_key: tuple = (), place=_places.CPU):
         self.info = info
         self.inputs = inputs
         self.outputs = outputs
         self.attrs = attrs
         self.dtype = dtype
         self.attrs_key = attrs_key   # hashable form of attrs (() for the op's defaults)
+        self.place = place           # where its kernel ran, and its grad kernels run
 
     @property
     def type(self) -> str:
@@ -143,7 +143,7 @@ class Tape:
         else:
             keeps = info.grad.keeps if info.grad is not None else ()
         requires_grad = False
-        dtype = None
+        dtype = place = None
         for name, duplicable, dispensable in info.slot_specs:
             vs = inputs.get(name)
             if not vs:
@@ -159,6 +159,11 @@ class Tape:
                 if not isinstance(v, Variable):
                     raise InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, "
                                                f"received {type(v).__name__}")
+                if v.place is not place:    # a place is one object per device
+                    if place is None:
+                        place = v.place
+                    elif v.place != place:
+                        raise _mixed_places(info, inputs, name, v)
                 d = v.desc
                 if v._value is None:
                     raise InvalidArgumentError(f"{info.type}: input '{name}' ({d.name}) holds "
@@ -187,7 +192,9 @@ class Tape:
                 specs = _infer_shapes(info, descs, attrs, key)
             if dtype is None:
                 dtype = _kernel_dtype(info, descs, attrs)
-        k = info.kernels.get((_CPU_KEY, dtype)) or info.kernel(CPU, dtype)
+        if place is None:
+            place = _places._default[0]
+        k = info.kernels.get((place.key, dtype)) or info.kernel(place, dtype)
         if _flags.checking:
             if _flags.flags["FLAGS_check_nan_inf"]:   # name new outputs now, for its message
                 outputs = _named_outputs(info, specs, outputs)
@@ -222,15 +229,15 @@ class Tape:
                     d.shape, d.dtype = shape, out_dtype
                     if flows:
                         d.stop_gradient = False
-                    v._value, v._tape = val, serial
+                    v._value, v._tape, v.place = val, serial, place
                 vs = given
             elif len(spec) == 1:
                 shape, out_dtype = spec[0]
                 vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
-                                   values[0], serial)]
+                                   values[0], serial, place)]
             else:
                 vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
-                                   val, serial)
+                                   val, serial, place)
                       for (shape, out_dtype), val in zip(spec, values)]
             produced[slot.name] = vs
             if record:
@@ -241,7 +248,7 @@ class Tape:
                 else:
                     outs[slot.name] = [v.desc for v in vs]
         if record:
-            self._ops.append(OpHandle(info, entries, outs, attrs, dtype, attrs_key))
+            self._ops.append(OpHandle(info, entries, outs, attrs, dtype, attrs_key, place))
         return produced
 
     def backward(self, loss: Variable) -> None:
@@ -256,7 +263,17 @@ class Tape:
                 f"backward: {loss.name} was not computed on this tape from any Variable with "
                 f"stop_gradient=False, so it has no gradient to propagate")
         ops, self._ops, self._spent = self._ops, [], True
-        run_backward(ops, {loss.name: np.ones_like(loss._value)})
+        run_backward(ops, {loss.name: loss.place.array_module().ones_like(loss._value)})
+
+
+def _mixed_places(info: OpInfo, inputs: dict, slot: str, v: Variable) -> InvalidArgumentError:
+    """The error for input ``v`` of ``slot`` living elsewhere than the op's first input."""
+    first_slot, first = next((name, inputs[name][0]) for name, _, _ in info.slot_specs
+                             if inputs.get(name))
+    return InvalidArgumentError(
+        f"{info.type}: input '{slot}' ({v.name}) is on {v.place} but input '{first_slot}' "
+        f"({first.name}) is on {first.place}; an op runs on one place: move one of them with "
+        f"Variable.to(place)")
 
 
 def _named_outputs(info: OpInfo, specs: dict, outputs: dict | None) -> dict:

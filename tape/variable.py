@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes
 from .desc import VarDesc
 from .errors import PreconditionNotMetError
+from .place import CPU, Place, default_place
 
 _name_sources: dict = {}
 
@@ -29,7 +30,7 @@ def unique_name(prefix: str = "tmp") -> str:
 
 
 def _as_array(value):
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
         return value
     arr = np.asarray(value)
     if arr.dtype == np.float64 and not isinstance(value, np.generic):
@@ -73,37 +74,42 @@ def _refuse_value_read(v, what: str):
         f"program. Compute it with ops instead, or outside the traced function")
 
 
-def new_variable(desc: VarDesc, value, tape: int) -> Variable:
-    """A Variable from a ready VarDesc and value (the eager hot path: no checks, no conversion)."""
+def new_variable(desc: VarDesc, value, tape: int, place: Place = CPU) -> Variable:
+    """A Variable from a ready VarDesc and a value already on ``place`` (the eager hot path: no
+    checks, no conversion)."""
     v = object.__new__(Variable)
-    v.desc, v._value, v.grad, v._tape = desc, value, None, tape
+    v.desc, v._value, v.grad, v._tape, v.place = desc, value, None, tape, place
     return v
 
 
 class Variable:
     """A value that ops read and write, with an optional gradient.
 
-    ``Variable(value, name=None, stop_gradient=True)``: a leaf holding ``value`` (a numpy array,
-    or anything ``np.asarray`` takes; Python floats become float32). Leaves with
+    ``Variable(value, name=None, stop_gradient=True, place=None)``: a leaf holding ``value`` (a
+    numpy or cupy array, or anything ``np.asarray`` takes; Python floats become float32), moved
+    to ``place`` (default: ``tape.set_default_place``'s, else CPUPlace). Leaves with
     ``stop_gradient=False`` (parameters) receive ``.grad`` from ``backward``; outputs of ops
-    recorded on the tape are non-leaves.
+    recorded on the tape are non-leaves. ``place`` says where the value lives; an op runs on
+    the place of its inputs and puts its outputs there.
     """
 
-    __slots__ = ("desc", "_value", "grad", "_tape", "__weakref__")
+    __slots__ = ("desc", "_value", "grad", "_tape", "place", "__weakref__")
 
-    def __init__(self, value=None, name: str | None = None, stop_gradient: bool = True):
+    def __init__(self, value=None, name: str | None = None, stop_gradient: bool = True,
+                 place: Place | None = None):
+        self.place = place = default_place() if place is None else place
         if value is None:
             self._value = None
             self.desc = VarDesc(name or unique_name(), (), dtypes.FP32, stop_gradient=stop_gradient)
         else:
-            self._value = _as_array(value)
+            self._value = place.put(_as_array(value))
             self.desc = VarDesc(name or unique_name(), self._value.shape,
                                 dtypes.from_numpy(self._value.dtype), stop_gradient=stop_gradient)
         self.grad: Variable | None = None
         self._tape = 0   # serial of the tape whose recorded op produced it; 0 for a leaf
 
     def value(self):
-        """The array (numpy on CPUPlace)."""
+        """The array: numpy on CPUPlace, cupy on CUDAPlace (numpy under the CUDA simulator)."""
         if _value_reads.forbidden:
             _refuse_value_read(self, f"{self.name}.value()")
         return self._value
@@ -134,7 +140,20 @@ class Variable:
 
     def detach(self) -> Variable:
         """A leaf constant sharing this value: use a Variable from an old tape as plain data."""
-        return Variable(self._value)
+        return Variable(self._value, place=self.place)
+
+    def to(self, place: Place) -> Variable:
+        """Move the value (and gradient) to ``place``, in place; returns this Variable.
+
+        >>> x = tape.Variable(np.ones(3, np.float32)).to(tape.CUDAPlace(0))
+        """
+        if place != self.place:
+            if self._value is not None:
+                self._value = place.put(self._value)
+            self.place = place
+        if self.grad is not None:
+            self.grad.to(place)
+        return self
 
     def backward(self) -> None:
         """``get_global_tape().backward(self)``."""
@@ -160,5 +179,6 @@ class Variable:
         return self.desc.shape[0]
 
     def __repr__(self):
+        place = "" if self.place is CPU else f", place={self.place}"
         return (f"Variable({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
-                f"stop_gradient={self.stop_gradient})")
+                f"stop_gradient={self.stop_gradient}{place})")

@@ -11,7 +11,7 @@ from ..desc import DENSE_TENSOR, VarDesc
 from ..errors import InvalidArgumentError, NotFoundError, TapeError
 from ..ops.rules import fmt
 from ..place import CPU
-from ..registry import op_info
+from ..registry import load_kernels, op_info
 from ..tape import _kernel_dtype
 from .program import (
     EMPTY_VAR,
@@ -119,6 +119,7 @@ class Executor:
         """Before anything runs: every op has kernels, and every value an op reads is fed,
         computed by an earlier op or held by the scope."""
         available = {FEED_HOLDER, FETCH_HOLDER}
+        load_kernels(self.place)
         for i, op in enumerate(block.ops):
             info = op_info(op.type)
             if not any(p == self.place.key for p, _ in info.kernels):
