@@ -358,3 +358,11 @@ def _check_block_links(program: ProgramDesc) -> None:
                     raise InvalidArgumentError(f"{where}, op '{op.type}': attribute '{name}' "
                                                f"refers to block(s) {refs}; the program has "
                                                f"{n} blocks")
+
+
+GRAD_SUFFIX = "@GRAD"
+
+
+def grad_name(name: str) -> str:
+    """``x`` -> ``x@GRAD``."""
+    return name + GRAD_SUFFIX

@@ -18,23 +18,11 @@ outputs in output-slot order.
 """
 from __future__ import annotations
 
-import dis
-import inspect
-import itertools
-import types
-
 from . import dtypes
-from .context import ExecutionContext
-from .desc import OpDesc
+from .desc import GRAD_SUFFIX, OpDesc, grad_name  # noqa: F401  (imported from here too)
 from .errors import InvalidArgumentError, NotFoundError
+from .kernel_binding import Kernel
 from .place import CPU
-
-GRAD_SUFFIX = "@GRAD"
-
-
-def grad_name(name: str) -> str:
-    """``x`` -> ``x@GRAD``."""
-    return name + GRAD_SUFFIX
 
 
 class Slot:
@@ -134,107 +122,6 @@ class GradOp(GradMaker):
             ins[grad_name(slot)] = [grad_name(n) for n in op.outputs.get(slot, [])]
         outs = {grad_name(s): [grad_name(n) for n in op.inputs.get(s, [])] for s in self.grads}
         return [OpDesc(self.type, ins, outs, op.attrs)]
-
-
-class Kernel:
-    """A kernel function and how its parameters bind to inputs and attributes.
-
-    ``call(ins, attrs, wants)`` runs it (the hot path). ``call_recording`` runs it and also says
-    which input slots it read, for the unused-input check: the slots whose parameters its body
-    loads (found once, from the bytecode) plus those it asked ``ctx.input`` for on this call.
-    """
-
-    __slots__ = ("fn", "op_type", "call", "_call_with_ctx", "_params", "_reads")
-
-    def __init__(self, fn, info: OpInfo):
-        self.fn = fn
-        self.op_type = info.type
-        slots = {s.name for s in info.inputs}
-        self._params = {}    # parameter -> the input slot it binds
-        self._reads = None
-        args = []
-        for p in inspect.signature(fn).parameters:
-            if p in slots:
-                self._params[p] = p
-            elif p[:1] == "d" and grad_name(p[1:]) in slots:
-                self._params[p] = grad_name(p[1:])
-            elif p in info.attrs:
-                args.append(f"attrs[{p!r}]")
-                continue
-            elif p in ("wants", "ctx"):
-                args.append(p)
-                continue
-            else:
-                raise NotFoundError(
-                    f"{info.type}: kernel {self.fn.__name__} has parameter '{p}', which names "
-                    f"no input slot, gradient slot (d<Slot>) or attribute of the op")
-            args.append(f"ins.get({self._params[p]!r})")
-        # A generated lambda binds arguments without a per-call loop over the parameters:
-        # this runs for every op of every iteration.
-        names = {"fn": self.fn, "ExecutionContext": ExecutionContext, "op_type": info.type}
-        self._call_with_ctx = None
-        if "ctx" in args:
-            self._call_with_ctx = eval(f"lambda ins, attrs, wants, ctx: fn({', '.join(args)})",
-                                       names)
-            args[args.index("ctx")] = "ExecutionContext(op_type, ins, attrs, wants)"
-        self.call = eval(f"lambda ins, attrs, wants: fn({', '.join(args)})", names)
-
-    def reads(self) -> tuple[frozenset, frozenset]:
-        """``(read, shape_only)``: the input slots whose values the kernel's body loads, and
-        those it loads only to take ``.shape``/``.dtype``/``.ndim``/``.size``."""
-        if self._reads is None:
-            loaded, meta = body_loads(self.fn, set(self._params))
-            self._reads = (frozenset(self._params[p] for p in loaded),
-                           frozenset(self._params[p] for p in meta - loaded))
-        return self._reads
-
-    def call_recording(self, ins: dict, attrs: dict, wants) -> tuple:
-        """``(outputs, read, shape_only)``: run the kernel; ``read`` adds the slots read through
-        ``ctx.input`` on this call to the static ``reads()``."""
-        read, shape_only = self.reads()
-        if self._call_with_ctx is None:
-            return self.call(ins, attrs, wants), read, shape_only
-        ctx = ExecutionContext(self.op_type, ins, attrs, wants)
-        result = self._call_with_ctx(ins, attrs, wants, ctx)
-        return result, read | ctx.read, shape_only - ctx.read
-
-
-_META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size"})
-_CELL_LOADS = frozenset({"LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"})
-
-
-def body_loads(fn, params: set) -> tuple[set, set]:
-    """``(loaded, meta)``: the names of ``params`` that ``fn``'s body loads (directly, or in a
-    nested function or comprehension that closes over them), and those it loads at least once
-    only to take ``.shape``/``.dtype``/``.ndim``/``.size``. A callable without Python bytecode
-    counts as loading every parameter."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return set(params), set()
-    loaded, meta = set(), set()
-    _scan_loads(code, params, False, loaded, meta)
-    return loaded, meta
-
-
-def _scan_loads(code, names: set, nested: bool, loaded: set, meta: set) -> None:
-    instructions = list(dis.get_instructions(code))
-    for ins, following in itertools.zip_longest(instructions, instructions[1:]):
-        if ins.opname not in _CELL_LOADS and (nested or not ins.opname.startswith("LOAD_FAST")):
-            continue
-        # LOAD_FAST_LOAD_FAST (3.13) loads two names; only the second meets the next opcode
-        pair = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
-        for i, name in enumerate(pair):
-            if name not in names:
-                continue
-            for_meta = (i == len(pair) - 1 and following is not None
-                        and following.opname == "LOAD_ATTR"
-                        and following.argval in _META_ATTRIBUTES)
-            (meta if for_meta else loaded).add(name)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            inner = names & set(const.co_freevars)
-            if inner:
-                _scan_loads(const, inner, True, loaded, meta)
 
 
 class OpInfo:

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import tape
+from tape.kernel_binding import body_loads
 from tape.ops.rules import float_same_as
-from tape.registry import REGISTRY, GradOp, Slot, body_loads, kernel, register_op
+from tape.registry import REGISTRY, GradOp, Slot, kernel, register_op
 from tape.unused_var_whitelist import UNUSED_VAR_WHITELIST
 
 WHITELIST_FILE = "tape/unused_var_whitelist.py"

@@ -11,8 +11,9 @@ import os
 import numpy as np
 
 import tape
+from tape.kernel_binding import Kernel
 from tape.kernels import cuda as gpu
-from tape.registry import REGISTRY, GradOp, Kernel
+from tape.registry import REGISTRY, GradOp
 from tape.testing import Draw
 
 ON_DEVICE = os.environ.get("TAPE_CUDA_TESTS") == "device"

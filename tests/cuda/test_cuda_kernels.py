@@ -5,8 +5,9 @@ import pytest
 from cuda_cases import forward_case, grad_case, has_grad_kernel, max_difference, run_both
 
 import tape
+from tape.kernel_binding import Kernel
 from tape.kernels import cuda as gpu
-from tape.registry import REGISTRY, Kernel
+from tape.registry import REGISTRY
 
 SEEDS = range(8)
 # CPU and GPU sum in other orders, and the simulator computes in float32 where numba promotes

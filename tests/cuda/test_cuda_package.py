@@ -9,8 +9,9 @@ import pytest
 from cuda_cases import ON_DEVICE
 
 import tape
+from tape.kernel_binding import Kernel
 from tape.kernels import cuda as gpu
-from tape.registry import REGISTRY, Kernel
+from tape.registry import REGISTRY
 
 
 def _run(code: str, **env) -> str:
