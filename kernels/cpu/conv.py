@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from tape.ops.conv import resolve_paddings
+from tape.ops.conv import conv_geometry
 from tape.registry import kernel
 
 from ..jit import njit
@@ -41,12 +41,9 @@ def _taps(height, width, kh, kw, sh, sw, dh, dw, top, left, out_h, out_w):
 @functools.lru_cache(maxsize=256)
 def _plan(x_shape, w_shape, strides, paddings, dilations, padding_algorithm):
     """``(taps, out_h, out_w)`` of a convolution (Paddle's padding rules, as the shape rule)."""
-    height, width = x_shape[2:]
-    kh, kw = w_shape[2:]
-    pads, (dh, dw) = resolve_paddings((height, width), (kh, kw), strides, paddings, dilations,
-                                      padding_algorithm)
-    out_h = (height + pads[0] + pads[1] - dh * (kh - 1) - 1) // strides[0] + 1
-    out_w = (width + pads[2] + pads[3] - dw * (kw - 1) - 1) // strides[1] + 1
+    (height, width), (kh, kw) = x_shape[2:], w_shape[2:]
+    pads, (dh, dw), out_h, out_w = conv_geometry(x_shape, w_shape, strides, paddings,
+                                                 dilations, padding_algorithm)
     return (_taps(height, width, kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2],
                   out_h, out_w), out_h, out_w)
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from numba import cuda
 
-from tape.ops.conv import resolve_paddings
+from tape.ops.conv import conv_geometry
 
 from ..cpu import conv as cpu
 from .device import array_module, cuda_kernel, launch, on_device
@@ -41,12 +41,9 @@ class _Geometry(NamedTuple):
 def _plan(x_shape, w_shape, strides, paddings, dilations, padding_algorithm):
     """``(geometry, out_h, out_w)`` of a convolution (Paddle's padding rules, as the shape
     rule): the CPU ``_plan`` with a _Geometry for the tap table."""
-    height, width = x_shape[2:]
     kh, kw = w_shape[2:]
-    pads, (dh, dw) = resolve_paddings((height, width), (kh, kw), strides, paddings, dilations,
-                                      padding_algorithm)
-    out_h = (height + pads[0] + pads[1] - dh * (kh - 1) - 1) // strides[0] + 1
-    out_w = (width + pads[2] + pads[3] - dw * (kw - 1) - 1) // strides[1] + 1
+    pads, (dh, dw), out_h, out_w = conv_geometry(x_shape, w_shape, strides, paddings,
+                                                 dilations, padding_algorithm)
     geometry = _Geometry(kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2], out_h, out_w)
     return geometry, out_h, out_w
 

@@ -37,6 +37,17 @@ def resolve_paddings(in_hw, ksize, strides, paddings, dilations, algorithm):
     return tuple(pads), (1, 1)
 
 
+def conv_geometry(x_shape, w_shape, strides, paddings, dilations, algorithm):
+    """``(pads, (dh, dw), out_h, out_w)`` of a convolution of an NCHW input by a filter of
+    ``w_shape``, for kernels (known sizes only): the padding rule above, then the output size."""
+    (height, width), (kh, kw) = x_shape[2:], w_shape[2:]
+    pads, (dh, dw) = resolve_paddings((height, width), (kh, kw), strides, paddings, dilations,
+                                      algorithm)
+    out_h = (height + pads[0] + pads[1] - dh * (kh - 1) - 1) // strides[0] + 1
+    out_w = (width + pads[2] + pads[3] - dw * (kw - 1) - 1) // strides[1] + 1
+    return pads, (dh, dw), out_h, out_w
+
+
 def check_nchw(ctx, slot: str, desc) -> None:
     """The input is 4-D and the op's data_format is NCHW (the only layout the kernels take)."""
     layout = ctx.attrs["data_format"]
