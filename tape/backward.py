@@ -1,9 +1,9 @@
-"""Eager backward: replay the tape in reverse through the grad makers' ops, releasing as it goes.
+"""Eager backward: replay the tape in reverse through its ops' grad steps, releasing as it goes.
 
-A grad maker works on names (static mode needs that). For the eager tape it is run once per op
-type on a forward OpDesc whose names stand for slot positions; the grad ops it returns become a
-plan that says, for each grad-op slot, which forward value, output gradient or input gradient
-it binds. Replaying an OpHandle is then a walk over that plan, with no string work.
+A recorded op's grad steps (``tape.grad_steps``) are prepared once per CallPlan: each step's
+kernel for the plan's place and dtype, the output slots it must compute (those leading to an
+input that wants a gradient), and which gradients it writes are kept. Replaying a handle is then
+a walk over that preparation, with no string work and no kernel lookup.
 """
 from __future__ import annotations
 
@@ -11,119 +11,61 @@ import numpy as np
 
 from . import dtypes
 from . import flags as _flags
-from .checks import run_kernel
-from .desc import OpDesc
-from .errors import InvalidArgumentError
-from .place import CPU
-from .registry import GRAD_SUFFIX, op_info
+from .desc import GRAD_SUFFIX
+from .dispatch import CallPlan, invoke
+from .grad_steps import (
+    FWD_IN,
+    FWD_OUT,
+    IN_GRAD,
+    META_IN,
+    OPT_OUT_GRAD,
+    OUT_GRAD,
+    TEMP,
+    GradStep,
+    grad_steps,
+)
 from .variable import Variable
 
-# How a grad-op slot binds: a forward input/output value, only its shape (no-need-buffer),
-# the gradient of a forward output (zeros if none arrived, or nothing for a dispensable slot),
-# the gradient of a forward input, or a temporary.
-_FWD_IN, _FWD_OUT, _META_IN, _META_OUT, _OUT_GRAD, _OPT_OUT_GRAD, _IN_GRAD, _TEMP = range(8)
+
+class _Prepared:
+    """A grad step bound to one forward CallPlan: the grad op's own CallPlan (the forward's
+    place, dtype and attributes), its slots' bindings, and the output slots it must compute."""
+
+    __slots__ = ("ins", "outs", "wants", "plan")
+
+    def __init__(self, step: GradStep, forward: CallPlan):
+        self.ins = step.ins
+        wants_grad = forward.wants_grad
+        # ((slot, duplicable, ((kind, forward slot or temporary, index, kept), ...)), ...):
+        # ``kept`` says whether a gradient written there is used (its input wants one).
+        self.outs = tuple(
+            (slot, duplicable, tuple((kind, fslot, i, kind == TEMP or wants_grad[fslot][i])
+                                     for kind, fslot, i in bound))
+            for slot, duplicable, bound in step.outs)
+        self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
+        attrs = forward.attrs if step.attrs is None else step.attrs
+        self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
 
 
-class _Step:
-    """One grad op of a plan: its OpInfo, how its slots bind, and constant attrs (or None)."""
-
-    __slots__ = ("info", "ins", "outs", "attrs", "calls")
-
-    def __init__(self, info, ins, outs, attrs):
-        self.info = info
-        # ((grad slot, duplicable, ((kind, forward slot or temp name, index), ...)), ...)
-        self.ins = ins
-        self.outs = outs    # same form, in the grad op's output-slot order
-        self.attrs = attrs
-        self.calls = {}     # dtype (CPU) or (place kind, dtype) -> bound kernel
-
-
-_plans: dict = {}
-
-
-def _plan_key(h):
-    info = h.info
-    return (info.type, tuple((s, len(v)) for s, v in h.inputs.items()),
-            tuple((s, len(v)) for s, v in h.outputs.items()))
-
-
-def _make_plan(h) -> list:
-    info = h.info
-    refs = {}
-    sym_in, sym_out = {}, {}
-    for kind, grad_kind, slots, sym in ((_FWD_IN, _IN_GRAD, h.inputs, sym_in),
-                                        (_FWD_OUT, _OUT_GRAD, h.outputs, sym_out)):
-        for slot, entries in slots.items():
-            names = [f"{'io'[kind]}:{slot}:{i}" for i in range(len(entries))]
-            sym[slot] = names
-            for i, n in enumerate(names):
-                refs[n] = (kind, slot, i)
-                refs[n + GRAD_SUFFIX] = (grad_kind, slot, i)
-    fwd = OpDesc(info.type, sym_in, sym_out, h.attrs)
-    steps = []
-    for gop in info.grad.make(fwd):
-        ginfo = op_info(gop.type)
-        ins = tuple((s.name, s.duplicable,
-                     tuple(refs.get(n, (_TEMP, n, 0)) for n in gop.inputs.get(s.name, ())))
-                    for s in ginfo.inputs if s.name in gop.inputs)
-        outs = []
-        for s in ginfo.outputs:
-            bound = []
-            for n in gop.outputs.get(s.name, ()):
-                ref = refs.get(n, (_TEMP, n, 0))
-                if ref[0] not in (_IN_GRAD, _TEMP):
-                    raise InvalidArgumentError(f"{info.type}: grad op {gop.type} writes {n}, "
-                                               f"which is not an input gradient")
-                bound.append(ref)
-            outs.append((s.name, s.duplicable, tuple(bound)))
-        optional = {s.name for s in ginfo.inputs if s.dispensable}
-        ins = tuple((slot, dup, tuple(_bind_input(info, gop, ref, slot in optional)
-                                      for ref in bound))
-                    for slot, dup, bound in ins)
-        attrs = None if gop.attrs == h.attrs else gop.attrs
-        steps.append(_Step(ginfo, ins, tuple(outs), attrs))
-    return steps
-
-
-def _bind_input(info, gop, ref, optional):
-    """Refine a grad-op input binding: shape-only for a no-need-buffer slot, skippable for an
-    optional output gradient; reading a forward slot the grad maker did not declare is an error
-    (the tape did not keep it)."""
-    kind, slot, i = ref
-    if kind == _OUT_GRAD and optional:
-        return (_OPT_OUT_GRAD, slot, i)
-    if kind not in (_FWD_IN, _FWD_OUT):
-        return ref
-    if slot not in info.grad.reads:
-        raise InvalidArgumentError(
-            f"{info.type}: grad op {gop.type} reads forward slot '{slot}' that the grad maker "
-            f"does not declare in reads={sorted(info.grad.reads)}")
-    if slot in info.grad.no_need_buffer:
-        return (_META_IN if kind == _FWD_IN else _META_OUT, slot, i)
-    return ref
-
-
-def _plan(h) -> list:
-    info = h.info
-    if info.fixed_arity:
-        key = info.type
-    elif info.duplicable_free:   # which dispensable slots are bound is all that varies
-        key = (info.type, *h.inputs, "->", *h.outputs)
-    else:
-        key = _plan_key(h)
-    if info.grad.depends_on_attrs:
-        key = (key, h.attrs_key)
-    plan = _plans.get(key)
-    if plan is None:
-        if len(_plans) >= 4096:
-            _plans.clear()
-        plan = _plans[key] = _make_plan(h)
-    return plan
+def prepare(plan: CallPlan, counts) -> tuple:
+    """The grad steps of ``plan`` that compute a wanted gradient, ready to run (cached on the
+    plan). ``counts`` gives ``(input counts, output counts)`` by slot, as recorded."""
+    prepared = plan.backward
+    if prepared is None:
+        ins, outs = counts
+        steps = grad_steps(plan.info, ins, outs, plan.attrs, plan.attrs_key)
+        prepared = (_Prepared(s, plan) for s in steps)
+        prepared = plan.backward = tuple(p for p in prepared if p.wants)
+    return prepared
 
 
 def grad_op_types(h) -> list:
     """The grad op types backward runs for the recorded op ``h``."""
-    return list(dict.fromkeys(step.info.type for step in _plan(h))) if h.info.grad else []
+    return list(dict.fromkeys(p.plan.info.type for p in prepare(h.plan, _counts(h))))
+
+
+def _counts(h) -> tuple:
+    return ({s: len(v) for s, v in h.inputs.items()}, {s: len(v) for s, v in h.outputs.items()})
 
 
 _shape_only_cache: dict = {}
@@ -142,77 +84,53 @@ def shape_only(shape, dtype) -> np.ndarray:
     return a
 
 
-def _run_step(step, h, grads, temps, leaves, summed):
-    inputs = h.inputs
-    wants = set()
-    for slot, _, bound in step.outs:
-        for kind, fslot, i in bound:
-            if kind == _TEMP:
-                wants.add(slot)
-                break
-            e = inputs[fslot][i]
-            if not (e.desc if type(e) is Variable else e).stop_gradient:
-                wants.add(slot)
-                break
-    if not wants:
-        return
+def _desc(entry):
+    return entry.desc if type(entry) is Variable else entry
+
+
+def _run_step(p: _Prepared, h, grads, temps, leaves, summed):
+    inputs, outputs = h.inputs, h.outputs
     args = {}
-    for slot, duplicable, bound in step.ins:
+    for slot, duplicable, bound in p.ins:
         values = []
         for kind, fslot, i in bound:
-            if kind == _OUT_GRAD:
-                e = h.outputs[fslot][i]
-                d = e.desc if type(e) is Variable else e
+            if kind == OUT_GRAD:
+                d = _desc(outputs[fslot][i])
                 g = grads.get(d.name)
-                values.append(g if g is not None else h.place.array_module().zeros(
+                values.append(g if g is not None else h.plan.place.array_module().zeros(
                     d.shape, dtypes.to_numpy(d.dtype)))
-            elif kind == _FWD_IN:
+            elif kind == FWD_IN:
                 values.append(inputs[fslot][i]._value)
-            elif kind == _FWD_OUT:
-                values.append(h.outputs[fslot][i]._value)
-            elif kind == _TEMP:
+            elif kind == FWD_OUT:
+                values.append(outputs[fslot][i]._value)
+            elif kind == TEMP:
                 values.append(temps[fslot])
-            elif kind == _OPT_OUT_GRAD:
-                e = h.outputs[fslot][i]
-                g = grads.get((e.desc if type(e) is Variable else e).name)
+            elif kind == OPT_OUT_GRAD or kind == IN_GRAD:
+                g = grads.get(_desc((outputs if kind == OPT_OUT_GRAD else inputs)[fslot][i]).name)
                 if g is not None:
                     values.append(g)
             else:
-                e = (inputs if kind == _META_IN else h.outputs)[fslot][i]
-                d = e.desc if type(e) is Variable else e
+                d = _desc((inputs if kind == META_IN else outputs)[fslot][i])
                 values.append(shape_only(d.shape, d.dtype))
         args[slot] = values if duplicable else values[0] if values else None
-    attrs = h.attrs if step.attrs is None else step.attrs
-    if _flags.checking:
-        result = run_kernel(step.info, step.info.kernel(h.place, h.dtype), args, attrs, wants,
-                            _grad_names(step, h))
-    else:
-        # keyed by dtype alone on the CPU: a tuple key would be built and hashed per grad op
-        key = h.dtype if h.place is CPU else (h.place.key, h.dtype)
-        call = step.calls.get(key)
-        if call is None:
-            call = step.calls[key] = step.info.kernel(h.place, h.dtype).call
-        result = call(args, attrs, wants)
-    if len(step.outs) == 1:
-        result = (result,)
-    for (slot, duplicable, bound), value in zip(step.outs, result):
-        if slot not in wants:
+    names = _grad_names(p, h) if _flags.checking else None
+    result = invoke(p.plan, args, p.wants, names)
+    for (slot, duplicable, bound), value in zip(p.outs, result):
+        if value is None or slot not in p.wants:
             continue
-        for (kind, fslot, i), g in zip(bound, value if duplicable else (value,)):
-            if g is None:
+        for (kind, fslot, i, kept), g in zip(bound, value if duplicable else (value,)):
+            if g is None or not kept:
                 continue
-            if kind == _TEMP:
+            if kind == TEMP:
                 temps[fslot] = g
                 continue
             e = inputs[fslot][i]
             if type(e) is Variable:
                 d = e.desc
-                if e._tape == 0 and not d.stop_gradient:
+                if e._tape == 0:
                     leaves[d.name] = e
             else:
                 d = e
-            if d.stop_gradient:
-                continue
             old = grads.get(d.name)
             if old is None:
                 grads[d.name] = g
@@ -224,16 +142,12 @@ def _run_step(step, h, grads, temps, leaves, summed):
                 summed.add(d.name)
 
 
-def _grad_names(step, h) -> dict:
+def _grad_names(p: _Prepared, h) -> dict:
     """``{grad-op output slot: [variable names]}``: ``<forward input>@GRAD``, or the temporary's
     name."""
-    names = {}
-    for slot, _, bound in step.outs:
-        names[slot] = []
-        for kind, fslot, i in bound:
-            e = None if kind == _TEMP else h.inputs[fslot][i]
-            names[slot].append(fslot if e is None else e.name + GRAD_SUFFIX)
-    return names
+    return {slot: [fslot if kind == TEMP else _desc(h.inputs[fslot][i]).name + GRAD_SUFFIX
+                   for kind, fslot, i, _ in bound]
+            for slot, _, bound in p.outs}
 
 
 def run_backward(ops: list, seeds: dict) -> None:
@@ -250,17 +164,15 @@ def run_backward(ops: list, seeds: dict) -> None:
     summed = set()      # names whose gradient array the summing made
     while ops:
         h = ops.pop()
-        outs = []
-        for es in h.outputs.values():
-            for e in es:
-                outs.append((e.desc if type(e) is Variable else e).name)
+        outs = [_desc(e).name for es in h.outputs.values() for e in es]
         for n in outs:
             if n in grads:
                 break
         else:
             continue
-        for step in _plan(h):
-            _run_step(step, h, grads, temps, leaves, summed)
+        plan = h.plan
+        for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h)):
+            _run_step(p, h, grads, temps, leaves, summed)
         temps.clear()
         for n in outs:
             grads.pop(n, None)

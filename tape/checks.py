@@ -6,7 +6,7 @@ backward, the static Executor) when ``flags.checking`` is set.
 The unused-input check follows Paddle's UnusedVarCheck (seed: OP Should Not Have Unused Input):
 an input an op declares but its kernel never reads keeps its buffer alive for nothing, and for a
 grad op it is what the tape keeps until backward. After the kernel, the op's declared inputs
-that hold a value are compared with the ones it read (``Kernel.call_recording``), skipping
+that hold a value are compared with the ones its body reads (``Kernel.reads``), skipping
 no-need-buffer slots and the ops in ``tape/unused_var_whitelist.py``.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ def run_kernel(info, kernel, ins: dict, attrs: dict, wants, names: dict):
     """``kernel.call(ins, attrs, wants)`` followed by the checks that are on; ``names`` maps
     output slots to their variables, or to their names (for the NaN/Inf message)."""
     if flags["FLAGS_enable_unused_var_check"]:
-        result, read, shape_only = kernel.call_recording(ins, attrs, wants)
-        check_unused_inputs(info, ins, read, shape_only)
+        result = kernel.call(ins, attrs, wants)
+        check_unused_inputs(info, ins, *kernel.reads())
     else:
         result = kernel.call(ins, attrs, wants)
     if flags["FLAGS_check_nan_inf"]:

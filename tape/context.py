@@ -1,4 +1,4 @@
-"""What a shape rule and a kernel see of the op they serve."""
+"""What a shape rule sees of the op it serves."""
 from __future__ import annotations
 
 from .desc import VarDesc
@@ -41,31 +41,3 @@ class InferShapeContext:
     def error(self, message: str) -> InvalidArgumentError:
         """An error to raise, prefixed with the op type: ``raise ctx.error("X ...")``."""
         return InvalidArgumentError(f"{self.op_type}: {message}")
-
-
-class ExecutionContext:
-    """Handed to kernels that take a ``ctx`` parameter: inputs by slot, attributes, wanted
-    outputs.
-
-    Made afresh for each call, so ``read`` (the slots ``input`` was asked for) is that call's
-    own, on its own thread: the unused-input check adds it to what the kernel's body loads.
-    """
-
-    __slots__ = ("op_type", "_ins", "attrs", "_wants", "read")
-
-    def __init__(self, op_type: str, ins: dict, attrs: dict, wants):
-        self.op_type = op_type
-        self._ins = ins
-        self.attrs = attrs
-        self._wants = wants
-        self.read = set()
-
-    def input(self, slot: str):
-        self.read.add(slot)
-        return self._ins.get(slot)
-
-    def attr(self, name: str):
-        return self.attrs[name]
-
-    def wants(self, slot: str) -> bool:
-        return self._wants is None or slot in self._wants

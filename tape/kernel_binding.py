@@ -7,7 +7,6 @@ import itertools
 import types
 from typing import TYPE_CHECKING
 
-from .context import ExecutionContext
 from .desc import grad_name
 from .errors import NotFoundError
 
@@ -18,16 +17,15 @@ if TYPE_CHECKING:
 class Kernel:
     """A kernel function and how its parameters bind to inputs and attributes.
 
-    ``call(ins, attrs, wants)`` runs it (the hot path). ``call_recording`` runs it and also says
-    which input slots it read, for the unused-input check: the slots whose parameters its body
-    loads (found once, from the bytecode) plus those it asked ``ctx.input`` for on this call.
+    ``call(ins, attrs, wants)`` runs it (the hot path). ``reads()`` says which input slots it
+    reads, for the unused-input check: the slots whose parameters its body loads, found once
+    from the bytecode.
     """
 
-    __slots__ = ("fn", "op_type", "call", "_call_with_ctx", "_params", "_reads")
+    __slots__ = ("fn", "call", "_params", "_reads")
 
     def __init__(self, fn, info: OpInfo):
         self.fn = fn
-        self.op_type = info.type
         slots = {s.name for s in info.inputs}
         self._params = {}    # parameter -> the input slot it binds
         self._reads = None
@@ -40,7 +38,7 @@ class Kernel:
             elif p in info.attrs:
                 args.append(f"attrs[{p!r}]")
                 continue
-            elif p in ("wants", "ctx"):
+            elif p == "wants":
                 args.append(p)
                 continue
             else:
@@ -50,13 +48,7 @@ class Kernel:
             args.append(f"ins.get({self._params[p]!r})")
         # A generated lambda binds arguments without a per-call loop over the parameters:
         # this runs for every op of every iteration.
-        names = {"fn": self.fn, "ExecutionContext": ExecutionContext, "op_type": info.type}
-        self._call_with_ctx = None
-        if "ctx" in args:
-            self._call_with_ctx = eval(f"lambda ins, attrs, wants, ctx: fn({', '.join(args)})",
-                                       names)
-            args[args.index("ctx")] = "ExecutionContext(op_type, ins, attrs, wants)"
-        self.call = eval(f"lambda ins, attrs, wants: fn({', '.join(args)})", names)
+        self.call = eval(f"lambda ins, attrs, wants: fn({', '.join(args)})", {"fn": self.fn})
 
     def reads(self) -> tuple[frozenset, frozenset]:
         """``(read, shape_only)``: the input slots whose values the kernel's body loads, and
@@ -66,16 +58,6 @@ class Kernel:
             self._reads = (frozenset(self._params[p] for p in loaded),
                            frozenset(self._params[p] for p in meta - loaded))
         return self._reads
-
-    def call_recording(self, ins: dict, attrs: dict, wants) -> tuple:
-        """``(outputs, read, shape_only)``: run the kernel; ``read`` adds the slots read through
-        ``ctx.input`` on this call to the static ``reads()``."""
-        read, shape_only = self.reads()
-        if self._call_with_ctx is None:
-            return self.call(ins, attrs, wants), read, shape_only
-        ctx = ExecutionContext(self.op_type, ins, attrs, wants)
-        result = self._call_with_ctx(ins, attrs, wants, ctx)
-        return result, read | ctx.read, shape_only - ctx.read
 
 
 _META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size"})

@@ -12,9 +12,8 @@ and its kernels, plain functions over arrays, in ``kernels/cpu/<family>.py``::
         return np.maximum(X, 0)
 
 A kernel's parameters name what it reads: an input slot (``X``), the gradient of one (``dOut`` for
-``Out@GRAD``), an attribute (``axis``), ``wants`` (the output slots the caller asked for) or
-``ctx`` (an ExecutionContext, for kernels that read inputs only on some paths). It returns its
-outputs in output-slot order.
+``Out@GRAD``), an attribute (``axis``) or ``wants`` (the output slots the caller asked for). It
+returns its outputs in output-slot order.
 """
 from __future__ import annotations
 
@@ -129,7 +128,7 @@ class OpInfo:
 
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
-                 "kernel_dtype_attr", "fixed_arity", "duplicable_free", "slot_specs", "shape_cache",
+                 "kernel_dtype_attr", "slot_specs", "plans",
                  "attr_cache", "differentiable_outputs")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
@@ -147,13 +146,10 @@ class OpInfo:
         self.output_names = tuple(s.name for s in self.outputs)
         self.visible_outputs = tuple(s.name for s in self.outputs if not s.intermediate)
         self.kernel_dtype_attr = "dtype" if "dtype" in self.attrs else None
-        self.shape_cache = {}
+        self.plans = {}      # signature -> CallPlan (tape.dispatch)
         self.attr_cache = {}
         self.differentiable_outputs = frozenset()
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
-        self.duplicable_free = not any(s.duplicable for s in self.inputs + self.outputs)
-        self.fixed_arity = self.duplicable_free and not any(
-            s.dispensable for s in self.inputs + self.outputs)
 
     def check_attrs(self, attrs) -> dict:
         """Validate given attributes against the proto and fill defaults."""
@@ -217,8 +213,9 @@ class OpInfo:
 REGISTRY: dict[str, OpInfo] = {}
 
 
-class _NoShapeCache(dict):
-    """The shape cache of an op whose output shapes depend on more than its inputs."""
+class _NoPlanCache(dict):
+    """The plan cache of an op whose output shapes depend on more than its inputs: never
+    remembers, so its shape rule runs on every call."""
 
     def get(self, key, default=None):
         return default
@@ -239,7 +236,7 @@ def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, gr
         raise InvalidArgumentError(f"op '{type}' is already registered")
     info = OpInfo(type, inputs, outputs, attrs, infer_shape, grad, case, doc)
     if not cache_shapes:
-        info.shape_cache = _NoShapeCache()
+        info.plans = _NoPlanCache()
     REGISTRY[type] = info
     if isinstance(grad, GradOp):
         grad.bind(info)

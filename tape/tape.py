@@ -5,12 +5,10 @@ import contextlib
 import itertools
 import threading
 
-from . import dtypes
 from . import flags as _flags
 from . import place as _places
-from .checks import run_kernel
-from .context import InferShapeContext
 from .desc import VarDesc
+from .dispatch import CallPlan, infer, invoke
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .registry import OpInfo, op_info
 from .variable import Variable, name_source, new_variable
@@ -27,67 +25,39 @@ class _ThreadState(threading.local):
 
 
 _local = _ThreadState()
-_FLOATING = dtypes.FLOATING
 
 
 class OpHandle:
-    """One recorded op: its OpInfo, ``{slot: [entry]}`` inputs and outputs, attributes.
+    """One recorded op: its CallPlan and ``{slot: [entry]}`` inputs and outputs.
 
     An entry is the Variable itself when backward reads its value (the grad maker declares it)
     or when it is a leaf that receives a gradient; otherwise only its VarDesc, so the value is
     freed as soon as the user drops it.
     """
 
-    __slots__ = ("info", "inputs", "outputs", "attrs", "dtype", "attrs_key", "place")
+    __slots__ = ("plan", "inputs", "outputs")
 
-    def __init__(self, info: OpInfo, inputs: dict, outputs: dict, attrs: dict, dtype: int,
-                 attrs_key: tuple = (), place=_places.CPU):
-        self.info = info
+    def __init__(self, plan: CallPlan, inputs: dict, outputs: dict):
+        self.plan = plan
         self.inputs = inputs
         self.outputs = outputs
-        self.attrs = attrs
-        self.dtype = dtype
-        self.attrs_key = attrs_key   # hashable form of attrs (() for the op's defaults)
-        self.place = place           # where its kernel ran, and its grad kernels run
 
     @property
     def type(self) -> str:
-        return self.info.type
+        return self.plan.info.type
+
+    @property
+    def info(self) -> OpInfo:
+        return self.plan.info
+
+    @property
+    def attrs(self) -> dict:
+        return self.plan.attrs
 
     def __repr__(self):
         def names(slots):
             return ", ".join(f"{k}={[e.name for e in v]}" for k, v in slots.items())
         return f"OpHandle({names(self.outputs)} = {self.type}({names(self.inputs)}))"
-
-
-_SHAPE_CACHE_LIMIT = 4096
-
-
-def _infer_shapes(info: OpInfo, descs: dict, attrs: dict, key: tuple) -> dict:
-    """Run the op's shape rule and remember the answer under ``key`` (the input shapes, dtypes
-    and attributes): a rule is pure, and an eager loop asks the same question every iteration."""
-    ctx = InferShapeContext(info.type, descs, attrs)
-    info.infer_shape(ctx)
-    cache = info.shape_cache
-    if len(cache) >= _SHAPE_CACHE_LIMIT:
-        cache.clear()
-    cache[key] = ctx.outs
-    return ctx.outs
-
-
-def _kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:
-    """The dtype that picks the kernel: the first floating input, else the first input, else the
-    ``dtype`` attribute."""
-    first = None
-    for slot in info.input_names:
-        for d in descs.get(slot, ()):
-            if d.dtype in dtypes.FLOATING:
-                return d.dtype
-            if first is None:
-                first = d.dtype
-    if first is not None:
-        return first
-    return attrs.get(info.kernel_dtype_attr, dtypes.FP32)
 
 
 class Tape:
@@ -129,11 +99,12 @@ class Tape:
         return self.run(info, inputs, attrs, outputs)
 
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
-        """Check, infer shapes, run the kernel and record: the body of every eager op.
+        """Check, infer, run the kernel and record: the body of every eager op.
 
-        One pass over the inputs gathers what each later stage needs (the shape-cache key,
-        arrays for the kernel, the entries a handle would keep); the shape rule itself runs only
-        for input shapes not seen before. This runs for every op of every iteration.
+        One pass over the inputs checks them and gathers the signature (the key of the op's
+        cached CallPlan), the arrays for the kernel and the entries a handle would keep;
+        ``dispatch.infer`` runs only for a signature not seen before. This runs for every op of
+        every iteration.
         """
         if self._spent and self is _local.tape:
             # The first op after backward starts this thread's next tape, as
@@ -147,15 +118,18 @@ class Tape:
         else:
             keeps = info.grad.keeps if info.grad is not None else ()
         requires_grad = False
-        dtype = place = None
+        place = None
         for name, duplicable, dispensable in info.slot_specs:
             vs = inputs.get(name)
             if not vs:
                 if dispensable:
+                    key.append(None)    # absent: told apart from any input's shape
                     continue
                 raise InvalidArgumentError(f"{info.type}: input '{name}' is required but was "
                                            f"not given")
-            if not duplicable and len(vs) != 1:
+            if duplicable:
+                key.append(len(vs))
+            elif len(vs) != 1:
                 raise InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, "
                                            f"received {len(vs)}")
             kept = []
@@ -174,11 +148,11 @@ class Tape:
                                                f"no value")
                 key.append(d.shape)
                 key.append(d.dtype)
-                if dtype is None and d.dtype in _FLOATING:
-                    dtype = d.dtype
                 if d.stop_gradient:
+                    key.append(False)
                     kept.append(v if name in keeps else d)
                     continue
+                key.append(True)
                 requires_grad = True
                 if v._tape and v._tape != self.serial:
                     raise PreconditionNotMetError(
@@ -188,23 +162,16 @@ class Tape:
                 kept.append(v if name in keeps or not v._tape else d)
             entries[name] = kept
             arrays[name] = [v._value for v in vs] if duplicable else v._value
-
-        specs = info.shape_cache.get(key := tuple(key))
-        if specs is None or dtype is None:
-            descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
-            if specs is None:
-                specs = _infer_shapes(info, descs, attrs, key)
-            if dtype is None:
-                dtype = _kernel_dtype(info, descs, attrs)
         if place is None:
             place = _places._default[0]
-        k = info.kernels.get((place.key, dtype)) or info.kernel(place, dtype)
-        if _flags.checking:
-            if _flags.flags["FLAGS_check_nan_inf"]:   # name new outputs now, for its message
-                outputs = _named_outputs(info, specs, outputs)
-            result = run_kernel(info, k, arrays, attrs, None, outputs or {})
-        else:
-            result = k.call(arrays, attrs, None)
+        key.append(place)
+        plan = info.plans.get(key := tuple(key))
+        if plan is None:
+            descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
+            plan = infer(info, attrs, attrs_key, descs, place, key)
+        if _flags.checking and _flags.flags["FLAGS_check_nan_inf"]:
+            outputs = _named_outputs(plan, outputs)     # named now, for the check's message
+        result = invoke(plan, arrays, None, outputs)
 
         grad_flows = requires_grad and info.grad is not None and not _local.no_grad_depth
         record = grad_flows or self.tracing
@@ -214,16 +181,12 @@ class Tape:
                 f"before recording a new computation")
         serial = self.serial if record else 0
         produced, outs = {}, {}
-        if len(info.outputs) == 1:
-            result = (result,)
-        for slot, value in zip(info.outputs, result):
-            spec = specs.get(slot.name)
+        for (slot, duplicable, spec, carries), value in zip(plan.outputs, result):
             if spec is None:
                 continue
-            given = outputs.get(slot.name) if outputs is not None else None
-            values = value if slot.duplicable else (value,)
-            flows = (grad_flows and slot.name in info.differentiable_outputs
-                     and bool(spec) and spec[0][1] in _FLOATING)
+            given = outputs.get(slot) if outputs is not None else None
+            values = value if duplicable else (value,)
+            flows = grad_flows and carries
             if given:
                 # A Variable written by an op that passes it no gradient (a feeder, an
                 # optimizer's in-place update, batch norm's running statistics) keeps its own
@@ -243,16 +206,16 @@ class Tape:
                 vs = [new_variable(VarDesc(next(_tmp_names), shape, out_dtype, False, not flows),
                                    val, serial, place)
                       for (shape, out_dtype), val in zip(spec, values)]
-            produced[slot.name] = vs
+            produced[slot] = vs
             if record:
-                if slot.name in keeps:
-                    outs[slot.name] = vs
+                if slot in keeps:
+                    outs[slot] = vs
                 elif len(vs) == 1:
-                    outs[slot.name] = [vs[0].desc]
+                    outs[slot] = [vs[0].desc]
                 else:
-                    outs[slot.name] = [v.desc for v in vs]
+                    outs[slot] = [v.desc for v in vs]
         if record:
-            self._ops.append(OpHandle(info, entries, outs, attrs, dtype, attrs_key, place))
+            self._ops.append(OpHandle(plan, entries, outs))
         return produced
 
     def backward(self, loss: Variable) -> None:
@@ -282,15 +245,15 @@ def _mixed_places(info: OpInfo, inputs: dict, slot: str, v: Variable) -> Invalid
         f"Variable.to(place)")
 
 
-def _named_outputs(info: OpInfo, specs: dict, outputs: dict | None) -> dict:
+def _named_outputs(plan: CallPlan, outputs: dict | None) -> dict:
     """``outputs`` completed with new, still empty Variables for the output slots it does not
     name, so that the NaN/Inf check after the kernel can name them; they are then filled in as
     given outputs are, which leaves them as new ones would be."""
     outputs = dict(outputs or {})
-    for slot in info.output_names:
-        if not outputs.get(slot) and specs.get(slot):
+    for slot, _, spec, _ in plan.outputs:
+        if not outputs.get(slot) and spec:
             outputs[slot] = [new_variable(VarDesc(next(_tmp_names), shape, dtype, False, True),
-                                          None, 0) for shape, dtype in specs[slot]]
+                                          None, 0) for shape, dtype in spec]
     return outputs
 
 
@@ -306,6 +269,18 @@ def reset_global_tape() -> Tape:
     """Start a new tape for this thread: once per training iteration, as in DyNet."""
     t = _local.tape = Tape()
     return t
+
+
+@contextlib.contextmanager
+def using_tape(t: Tape):
+    """Make ``t`` this thread's global tape inside the block; the previous one comes back after,
+    also on an error."""
+    previous = _local.tape
+    _local.tape = t
+    try:
+        yield t
+    finally:
+        _local.tape = previous
 
 
 @contextlib.contextmanager

@@ -1,9 +1,8 @@
 """Ops the unused-input check (``FLAGS_enable_unused_var_check``) leaves alone, with the reason.
 
 The check counts an input as read when the kernel's body loads its parameter anywhere, on any
-path, or asks ``ctx.input`` for it; so an op belongs here only when its kernel truly reads an
-input on some runs and not on others in a way neither can show (say, a kernel that takes
-``ctx`` and reads a slot only for some attribute values), and the input cannot be dropped from
+path; so an op belongs here only when its kernel reads an input in a way the body cannot show
+(say, through a helper that takes the whole input dict), and the input cannot be dropped from
 the proto or grad maker nor registered as no-need-buffer. Each entry is ``op type: reason``.
 An op that fails the check is fixed, not listed, whenever it can be.
 

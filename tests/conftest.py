@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import tape
-from tape import backward, ops
+from tape import ops
 from tape.registry import REGISTRY, op_info
 
 settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None,
@@ -73,15 +73,14 @@ def fresh_tape():
 
 @pytest.fixture
 def user_ops():
-    """Registers ops for one test, then removes them (and their grad ops, generated functions
-    and cached backward plans) from the registry."""
+    """Registers ops for one test, then removes them (and their grad ops and generated
+    functions) from the registry."""
     before = set(REGISTRY)
     yield
     for op_type in set(REGISTRY) - before:
         del REGISTRY[op_type]
         if hasattr(ops, op_type):
             delattr(ops, op_type)
-    backward._plans.clear()
 
 
 @pytest.fixture

@@ -335,3 +335,23 @@ def test_item_needs_exactly_one_element():
     with pytest.raises(tape.InvalidArgumentError, match=r"item\(\): the value has 2 elements "
                                                         r"\[2\]; item\(\) needs exactly one"):
         tape.Variable(np.ones(2)).item()
+
+
+def test_signatures_tell_apart_which_dispensable_slot_an_input_came_from(user_ops):
+    """Two calls whose inputs have the same shapes, in different optional slots, are different
+    signatures: each gets its own shape answer."""
+    from tape.registry import Slot, kernel, register_op
+
+    def rule(ctx):
+        if ctx.has_input("A"):
+            ctx.set_output("Out", (1, *ctx.input("A").shape), ctx.input("A").dtype)
+        else:
+            ctx.set_output("Out", (*ctx.input("B").shape, 1), ctx.input("B").dtype)
+
+    register_op("user_lift", inputs=[Slot("A", dispensable=True), Slot("B", dispensable=True)],
+                outputs=["Out"], infer_shape=rule)
+    kernel("user_lift")(lambda A, B: A[None] if A is not None else B[..., None])
+    v = Variable(np.arange(3.0))
+    for slot, shape in (("A", (1, 3)), ("B", (3, 1)), ("A", (1, 3))):
+        out = ops.user_lift(**{slot: v})
+        assert out.shape == out.value().shape == shape

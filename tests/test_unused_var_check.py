@@ -111,28 +111,23 @@ def test_an_input_with_no_value_is_skipped(user_ops):
         run("user_optional", X=variable(1.0), Bias=variable(2.0))
 
 
-def register_ctx_op():
-    """``Out = X + Y`` when ``use_y``, else ``X``: the kernel asks ``ctx`` for Y only then."""
+def test_a_read_on_some_paths_counts_as_a_read(user_ops):
+    """The check reads the kernel's body: an input it loads on any path is one it uses."""
     from tape.attribute import BOOLEAN, Attr
     register_op("user_maybe_y", inputs=["X", "Y"], outputs=["Out"],
                 attrs=[Attr("use_y", BOOLEAN, True, "add Y")], infer_shape=float_same_as("X"))
-
-    @kernel("user_maybe_y")
-    def user_maybe_y(X, ctx):
-        return X + ctx.input("Y") if ctx.attr("use_y") else X.copy()
-
-
-def test_reads_through_ctx_count_per_call(user_ops, monkeypatch):
-    register_ctx_op()
+    kernel("user_maybe_y")(lambda X, Y, use_y: X + Y if use_y else X.copy())
     x, y = variable(1.0), variable(2.0)
-    out = tape.get_global_tape().add_op("user_maybe_y", {"X": [x], "Y": [y]}, attrs={})
-    np.testing.assert_array_equal(out["Out"][0].value(), [3.0])
-    with pytest.raises(tape.PermissionDeniedError) as error:
-        tape.get_global_tape().add_op("user_maybe_y", {"X": [x], "Y": [y]},
-                                      attrs={"use_y": False})
-    assert_unused_message(str(error.value), "user_maybe_y", "Y")
-    monkeypatch.setitem(UNUSED_VAR_WHITELIST, "user_maybe_y", "reads Y only when use_y")
-    tape.get_global_tape().add_op("user_maybe_y", {"X": [x], "Y": [y]}, attrs={"use_y": False})
+    for use_y, expected in ((True, 3.0), (False, 1.0)):
+        out = tape.get_global_tape().add_op("user_maybe_y", {"X": [x], "Y": [y]},
+                                            attrs={"use_y": use_y})
+        np.testing.assert_array_equal(out["Out"][0].value(), [expected])
+
+
+def test_a_kernel_parameter_must_name_a_slot_or_an_attribute(user_ops):
+    register_op("user_ctx", inputs=["X"], outputs=["Out"], infer_shape=float_same_as("X"))
+    with pytest.raises(tape.NotFoundError, match="user_ctx: kernel .* has parameter 'ctx'"):
+        kernel("user_ctx")(lambda X, ctx: X)
 
 
 def test_the_static_executor_checks_too(user_ops, restore_flags):

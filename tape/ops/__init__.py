@@ -1,4 +1,4 @@
-"""Operator definitions, and ``tape.ops.<type>(...)`` generated from the registry.
+"""Operator definitions, and ``tape.ops.<type>(...)`` made from the registry.
 
 Each generated function takes the op's inputs positionally in slot order (a list for a
 duplicable slot, None to skip a dispensable one; slots may also be given by name) and its
@@ -79,7 +79,23 @@ def _signature_doc(info) -> str:
     return f"{info.type}({ins}; {attrs}) -> {outs}\n\n{info.doc}"
 
 
-def generate() -> None:
-    """Define ``tape.ops.<type>`` for every registered op (called once families are imported)."""
-    for info in REGISTRY.values():
-        globals()[info.type] = _make_op_function(info)
+def __getattr__(name: str):
+    """``tape.ops.<type>`` of an op registered after this package was imported (a user's own),
+    made on first use."""
+    info = REGISTRY.get(name)
+    if info is None:
+        raise AttributeError(f"module 'tape.ops' has no attribute '{name}' (no op of that type "
+                             f"is registered)")
+    op = globals()[name] = _make_op_function(info)
+    return op
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(REGISTRY))
+
+
+# The families' ops, at once: an op may share its family's name (``dropout``), and its
+# function, not the module, is ``tape.ops.dropout``.
+for _info in list(REGISTRY.values()):
+    globals()[_info.type] = _make_op_function(_info)
+del _info

@@ -1,20 +1,17 @@
 """Static mode: a recorded tape becomes a program that Prune, the Executor and PaddlePaddle run.
 
-``trace`` (or ``Tape.to_program``) turns ops into a Program; ``prune`` cuts it to what targets
+``trace`` (or ``to_program`` of a hand-recorded tape) turns ops into a Program; ``prune`` cuts it to what targets
 need; ``Executor`` runs it with the eager tape's shape rules and kernels; ``append_backward``
 and ``Optimizer.minimize`` add training to it; ``save_inference_model`` /
 ``load_inference_model`` write and read the files Paddle Inference serves.
 """
-from ..tape import Tape
 from .backward import append_backward, append_optimizer_ops
 from .executor import Executor
 from .inference import load_inference_model, save_inference_model
 from .program import Program, append_checkpoint
 from .prune import prune
 from .scope import Scope, ScopeVar, global_scope
-from .trace import _to_program_method, to_program, trace
-
-Tape.to_program = _to_program_method
+from .trace import to_program, trace
 
 __all__ = ["Executor", "Program", "Scope", "ScopeVar", "append_backward", "append_checkpoint",
            "append_optimizer_ops", "global_scope", "load_inference_model", "prune",

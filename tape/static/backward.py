@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..desc import OpDesc, VarDesc
 from ..errors import InvalidArgumentError, NotFoundError, PreconditionNotMetError
+from ..grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, META_OUT, OUT_GRAD, TEMP, grad_steps
 from ..ops.rules import fmt
 from ..place import host_array
 from ..registry import REGISTRY, grad_name, op_info
@@ -120,61 +121,65 @@ class _GradBuilder:
 
     def add(self, op: OpDesc, info, requires: set) -> None:
         """Append the grad ops of forward ``op``."""
-        input_grads = {grad_name(n): n for n in op.input_arg_names()}
-        output_grads = {grad_name(n): n for n in op.output_arg_names()}
-        temps = {}
-        for gop in info.grad.make(op):
-            ginfo = op_info(gop.type)
+        steps = grad_steps(info, {s: len(ns) for s, ns in op.inputs.items() if ns},
+                           {s: len(ns) for s, ns in op.outputs.items() if ns}, op.attrs)
+        temps = {}      # the grad maker's temporaries -> unique names
+        for step in steps:
             outs = {}
-            for slot, names in gop.outputs.items():
+            for slot, _, bound in step.outs:
                 kept = []
-                for n in names:
-                    if n in input_grads:
-                        kept.append(n if input_grads[n] in requires else EMPTY_VAR)
-                    else:   # a temporary between the grad ops of this op: a unique name
-                        kept.append(temps.setdefault(n, unique_name(f"{op.type}_grad.tmp")))
+                for kind, fslot, i in bound:
+                    if kind == IN_GRAD:
+                        forward = op.inputs[fslot][i]
+                        kept.append(grad_name(forward) if forward in requires else EMPTY_VAR)
+                    else:
+                        kept.append(temps.setdefault(fslot, unique_name(f"{op.type}_grad.tmp")))
                 if any(n != EMPTY_VAR for n in kept):
                     outs[slot] = kept
             if not outs:
                 continue
-            dispensable = {s.name for s in ginfo.inputs if s.dispensable}
             ins = {}
-            for slot, names in gop.inputs.items():
-                bound = [self._read(n, output_grads, input_grads, temps, slot in dispensable)
-                         for n in names]
-                bound = [n for n in bound if n is not None]
-                if bound:
-                    ins[slot] = bound
-            new = OpDesc(gop.type, ins, outs, {**gop.attrs, **proto_attrs(ginfo, gop),
-                                               OP_ROLE: BACKWARD})
+            for slot, _, bound in step.ins:
+                names = [self._read(op, ref, temps) for ref in bound]
+                names = [n for n in names if n is not None]
+                if names:
+                    ins[slot] = names
+            new = OpDesc(step.info.type, ins, outs, op.attrs if step.attrs is None else step.attrs)
+            new.attrs = {**new.attrs, **proto_attrs(step.info, new), OP_ROLE: BACKWARD}
             writes_temps = False
-            for slot, names in outs.items():
-                for i, n in enumerate(names):
-                    if n in input_grads:
-                        self._write(new, slot, i, n, input_grads[n])
-                    elif n != EMPTY_VAR:
-                        self.block.add_var(VarDesc(n))
+            for slot, _, bound in step.outs:
+                for i, (kind, fslot, j) in enumerate(bound):
+                    name = outs.get(slot, (EMPTY_VAR,) * len(bound))[i]
+                    if kind == IN_GRAD and name != EMPTY_VAR:
+                        self._write(new, slot, i, name, op.inputs[fslot][j])
+                    elif kind == TEMP:
+                        self.block.add_var(VarDesc(name))
                         writes_temps = True
             self.block.append_op(new)
             if writes_temps:
                 self._declare_temps(new)
 
-    def _read(self, name, output_grads, input_grads, temps, optional):
-        """The name a grad op reads for ``name``; None to leave an optional input out."""
-        if name in temps:
-            return temps[name]
-        if name in output_grads or name in input_grads:
-            if name in self.writers:
-                self._sum(name)
-                self.read.add(name)
-                return name
-            if name in input_grads or optional:
-                return None
-            forward = output_grads[name]
-            zeros = new_op("fill_zeros_like", {"X": [forward]}, {"Out": [name]}, {}, BACKWARD)
-            self._declare_like(name, declared(self.block, forward))
-            self.writers[name] = [(zeros, "Out", 0)]
-            self.block.append_op(zeros)
+    def _read(self, op: OpDesc, ref: tuple, temps: dict):
+        """The name a grad op reads for binding ``ref``; None to leave an optional input out."""
+        kind, fslot, i = ref
+        if kind == TEMP:
+            return temps[fslot]
+        if kind in (FWD_IN, META_IN):
+            return op.inputs[fslot][i]
+        if kind in (FWD_OUT, META_OUT):
+            return op.outputs[fslot][i]
+        forward = (op.inputs if kind == IN_GRAD else op.outputs)[fslot][i]
+        name = grad_name(forward)
+        if name in self.writers:
+            self._sum(name)
+            self.read.add(name)
+            return name
+        if kind != OUT_GRAD:    # an optional gradient that never arrived
+            return None
+        zeros = new_op("fill_zeros_like", {"X": [forward]}, {"Out": [name]}, {}, BACKWARD)
+        self._declare_like(name, declared(self.block, forward))
+        self.writers[name] = [(zeros, "Out", 0)]
+        self.block.append_op(zeros)
         return name
 
     def _write(self, op: OpDesc, slot: str, index: int, name: str, forward: str) -> None:

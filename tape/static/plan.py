@@ -11,14 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from .. import flags as _flags
-from ..checks import run_kernel
-from ..context import InferShapeContext
 from ..desc import DENSE_TENSOR, OpDesc, VarDesc
+from ..dispatch import CallPlan, infer, invoke
 from ..errors import InvalidArgumentError, NotFoundError, TapeError
 from ..ops.rules import fmt
 from ..registry import load_kernels, op_info
-from ..tape import _SHAPE_CACHE_LIMIT, _kernel_dtype
 from .program import (
     EMPTY_VAR,
     FEED_HOLDER,
@@ -33,6 +30,7 @@ from .prune import fetch_target, flatten, mark_targets, prune_marked
 
 # Where an op's output goes (nowhere: an EMPTY_VAR placeholder).
 _NOWHERE, _LOCAL, _SCOPE, _FETCH = range(4)
+_CALLS_LIMIT = 4096     # distinct input shapes remembered per op
 
 
 def plan_key(desc, feed_names, fetch_names, targets) -> tuple:
@@ -83,10 +81,11 @@ class Plan:
 
 
 class Step:
-    """One op of a plan: its attributes, input names, output routing and, by dtype, kernels."""
+    """One op of a plan: its attributes, input names, output routing and, by input shapes and
+    dtypes, its CallPlans (``tape.dispatch``)."""
 
     __slots__ = ("index", "op", "info", "attrs", "inputs", "outputs", "declared", "wants",
-                 "checked", "kernels")
+                 "calls")
 
     def __init__(self, index: int, op: OpDesc, info, block):
         self.index, self.op, self.info = index, op, info
@@ -102,15 +101,14 @@ class Step:
         self.declared = {slot: [block.vars[n] for n in names if n in block.vars]
                          for slot, names in op.outputs.items()}
         self.wants = {s for s, names in op.outputs.items() if any(n != EMPTY_VAR for n in names)}
-        # Input shapes and dtypes the shape rule accepted -> the kernel's dtype. An op whose
-        # rule depends on more than its inputs (load_combine) has a cache that never remembers.
-        self.checked = type(info.shape_cache)()
-        self.kernels = {}
+        # Input shapes and dtypes the shape rule accepted -> the CallPlan. An op whose rule
+        # depends on more than its inputs (load_combine) has a cache that never remembers.
+        self.calls = type(info.plans)()
 
     def run(self, place, scope, local) -> None:
-        """Read the inputs from ``local`` (and its parents), check their shapes (once per input
-        shapes), run the kernel and store the outputs where they go."""
-        info, attrs, op = self.info, self.attrs, self.op
+        """Read the inputs from ``local`` (and its parents), infer (once per input shapes and
+        dtypes), invoke the kernel and store the outputs where they go."""
+        info, op = self.info, self.op
         arrays, key = {}, []
         for slot, names, duplicable in self.inputs:
             values = [local.find_var(n).value for n in names]
@@ -119,22 +117,14 @@ class Step:
                 for v in values:
                     key.append(v.shape)
                     key.append(v.dtype)
-        if op.type == "feed":
-            dtype = dtypes.from_numpy(arrays["X"][attrs["col"]].dtype)
-        else:
-            dtype = self.checked.get(key := tuple(key))
-            if dtype is None:
-                if len(self.checked) >= _SHAPE_CACHE_LIMIT:
-                    self.checked.clear()
-                dtype = self.checked[key] = self._check_shapes(arrays)
-        kernel = self.kernels.get(dtype) or self.kernels.setdefault(dtype,
-                                                                    info.kernel(place, dtype))
-        if _flags.checking:
-            result = run_kernel(info, kernel, arrays, attrs, self.wants, op.outputs)
-        else:
-            result = kernel.call(arrays, attrs, self.wants)
-        if len(info.outputs) == 1:
-            result = (result,)
+        if op.type == "feed":   # its kernel's dtype is the fed value's
+            key.append(arrays["X"][self.attrs["col"]].dtype)
+        plan = self.calls.get(key := tuple(key))
+        if plan is None:
+            if len(self.calls) >= _CALLS_LIMIT:
+                self.calls.clear()
+            plan = self.calls[key] = self._infer(arrays, place)
+        result = invoke(plan, arrays, self.wants, op.outputs)
         for (duplicable, where), value in zip(self.outputs, result):
             if not where or value is None:
                 continue
@@ -146,22 +136,23 @@ class Step:
                 elif to is _SCOPE:
                     (scope.find_var(name) or scope.var(name)).value = v
                 else:
-                    local.find_var(FETCH_HOLDER).value[attrs["col"]] = v
+                    local.find_var(FETCH_HOLDER).value[self.attrs["col"]] = v
 
-    def _check_shapes(self, arrays: dict) -> int:
-        """Run the shape rule on the VarDescs of ``arrays``; the dtype that picks the kernel."""
+    def _infer(self, arrays: dict, place) -> CallPlan:
+        """The CallPlan for the VarDescs of ``arrays``; a feed op's kernel takes the fed
+        value's dtype."""
+        if self.op.type == "feed":
+            dtype = dtypes.from_numpy(arrays["X"][self.attrs["col"]].dtype)
+            return CallPlan(self.info, self.attrs, None, place, dtype)
         descs = {}
         for slot, names, duplicable in self.inputs:
             values = arrays[slot] if duplicable else (arrays[slot],)
             descs[slot] = [VarDesc(n, v.shape, dtypes.from_numpy(v.dtype))
                            for n, v in zip(names, values)]
-        if self.info.infer_shape is not None:
-            try:
-                self.info.infer_shape(InferShapeContext(self.op.type, descs, self.attrs,
-                                                        self.declared))
-            except TapeError as e:
-                raise type(e)(f"Executor.run: op #{self.index}: {e}") from None
-        return _kernel_dtype(self.info, descs, self.attrs)
+        try:
+            return infer(self.info, self.attrs, None, descs, place, declared=self.declared)
+        except TapeError as e:
+            raise type(e)(f"Executor.run: op #{self.index}: {e}") from None
 
 
 def _pruned(desc, feed_names, fetch_names, targets):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from ..context import InferShapeContext
+from ..dispatch import infer_shapes
 from ..desc import FEED_MINIBATCH, FETCH_LIST, OpDesc, ProgramDesc, VarDesc
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY, op_info
@@ -166,9 +166,7 @@ def infer_op_shapes(block, op: OpDesc) -> None:
     for slot, names in op.inputs.items():
         if names:
             ins[slot] = [declared(block, n, op) for n in names]
-    ctx = InferShapeContext(op.type, ins, proto_attrs(info, op))
-    info.infer_shape(ctx)
-    for slot, specs in ctx.outs.items():
+    for slot, specs in infer_shapes(info, ins, proto_attrs(info, op)).items():
         for name, (shape, dtype) in zip(op.outputs.get(slot, ()), specs):
             d = declared(block, name, op)
             d.shape, d.dtype = shape, dtype

@@ -1,15 +1,14 @@
-"""From a recorded tape to a Program: ``trace(fn, *example_inputs)`` and ``Tape.to_program``."""
+"""From a recorded tape to a Program: ``trace(fn, *example_inputs)`` and ``to_program``."""
 from __future__ import annotations
 
 import contextlib
 
 import numpy as np
 
-from .. import tape as _tape_module
 from ..desc import OpDesc, ProgramDesc, VarDesc
 from ..errors import InvalidArgumentError, PreconditionNotMetError
 from ..place import host_array
-from ..tape import Tape
+from ..tape import Tape, using_tape
 from ..variable import Variable, forbid_value_reads
 from .program import (
     FORWARD,
@@ -56,14 +55,8 @@ def trace(fn, *example_inputs) -> Program:
 def recording():
     """Make a fresh ``Tape(tracing=True)`` this thread's global tape inside the block (the
     previous one comes back after, also on an error); yields it."""
-    recorder = Tape(tracing=True)
-    local = _tape_module._local
-    previous = local.tape
-    local.tape = recorder
-    try:
+    with using_tape(Tape(tracing=True)) as recorder:
         yield recorder
-    finally:
-        local.tape = previous
 
 
 def to_program(tape: Tape, feed, fetch) -> Program:
@@ -71,7 +64,9 @@ def to_program(tape: Tape, feed, fetch) -> Program:
     and ``fetch`` are Variables (or their names), in col order; fed variables get an unknown (-1)
     batch dimension.
 
-    Available as ``Tape.to_program(feed=[...], fetch=[...])`` once tape.static is imported.
+    >>> recorder = tape.Tape(tracing=True)
+    >>> y = recorder.add_op("relu", {"X": [x]})["Out"][0]
+    >>> program = tape.static.to_program(recorder, feed=[x], fetch=[y])
     """
     if not tape.tracing:
         raise PreconditionNotMetError(
@@ -83,13 +78,6 @@ def to_program(tape: Tape, feed, fetch) -> Program:
     feed_names = [builder.resolve(v, "feed") for v in feed]
     fetch_names = [builder.resolve(v, "fetch") for v in fetch]
     return builder.program(feed_names, fetch_names)
-
-
-def _to_program_method(self: Tape, feed=(), fetch=()) -> Program:
-    return to_program(self, feed, fetch)
-
-
-_to_program_method.__doc__ = to_program.__doc__
 
 
 class ProgramBuilder:

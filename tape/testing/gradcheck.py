@@ -13,10 +13,10 @@ import numpy as np
 
 from .. import dtypes
 from ..backward import run_backward
-from ..desc import OpDesc
 from ..errors import NotFoundError
 from ..place import CPU
-from ..registry import GradMaker, OpInfo, grad_name, op_info
+from ..grad_steps import grad_steps
+from ..registry import OpInfo, op_info
 from ..tape import Tape
 from ..variable import Variable
 
@@ -44,12 +44,13 @@ def _cast(inputs: dict, dtype=None) -> dict:
 
 def _differentiable_slots(info: OpInfo, inputs: dict, attrs=None) -> list:
     """Floating input slots that get a gradient: declared in the grad maker's ``grads`` or
-    written by one of its grad ops."""
+    written by one of its grad steps."""
     if info.grad is None:
         return []
-    written = {n for g in _grad_ops(info, inputs, attrs) for n in g.output_arg_names()}
+    written = {slot for step in _grad_steps(info, inputs, attrs)
+               for slot in step.input_grad_slots()}
     return [s for s in info.input_names if s in inputs
-            and (s in info.grad.grads or grad_name(f"{s}:0") in written)
+            and (s in info.grad.grads or s in written)
             and all(_is_float(a) for a in _slot_arrays(inputs[s]))]
 
 
@@ -66,29 +67,25 @@ def run_op(op_type: str, inputs: dict, attrs: dict | None = None) -> dict:
     return Tape().run(op_info(op_type), _variables(inputs), attrs)
 
 
-def _grad_ops(info: OpInfo, inputs: dict | None, attrs: dict | None) -> list:
-    """The grad OpDescs the grad maker emits for a forward op whose variables are named
-    ``<slot>:<index>`` (one per slot, or as many as ``inputs`` gives)."""
-    if not isinstance(info.grad, GradMaker):
-        return []
-    sizes = {s.name: len(_slot_arrays(inputs[s.name])) if inputs and s.name in inputs else 1
-             for s in info.inputs}
-    fwd = OpDesc(info.type, {s: [f"{s}:{i}" for i in range(n)] for s, n in sizes.items()},
-                 {s.name: [f"{s.name}:0"] for s in info.outputs},
-                 {**info.defaults, **(attrs or {})})
-    return info.grad.make(fwd)
+def _grad_steps(info: OpInfo, inputs: dict | None, attrs: dict | None) -> tuple:
+    """The grad steps of the op on ``inputs`` (one variable per slot when not given)."""
+    ins = {s.name: len(_slot_arrays(inputs[s.name])) if inputs and s.name in inputs else 1
+           for s in info.inputs}
+    return grad_steps(info, ins, {s.name: 1 for s in info.outputs},
+                      info.check_attrs(attrs))
 
 
 def grad_op_types(op_type: str, inputs: dict | None = None, attrs: dict | None = None) -> list:
     """The grad op types an op's grad maker emits (for ``inputs``/``attrs``, else one of each)."""
-    return list(dict.fromkeys(g.type for g in _grad_ops(op_info(op_type), inputs, attrs)))
+    return list(dict.fromkeys(step.info.type
+                              for step in _grad_steps(op_info(op_type), inputs, attrs)))
 
 
 def _differentiable_outputs(info: OpInfo, inputs: dict, attrs) -> set:
-    """Output slots whose gradient some grad op reads: an op may declare an output that is not
-    differentiated through (its grad maker never reads that gradient)."""
-    read = {n for g in _grad_ops(info, inputs, attrs) for n in g.input_arg_names()}
-    return {s for s in info.output_names if grad_name(f"{s}:0") in read}
+    """Output slots whose gradient some grad step reads: an op may declare an output that is
+    not differentiated through (its grad maker never reads that gradient)."""
+    return {slot for step in _grad_steps(info, inputs, attrs)
+            for slot in step.output_grad_slots()}
 
 
 def vjp(op_type: str, inputs: dict, attrs: dict | None, cotangents: dict):

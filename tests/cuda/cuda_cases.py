@@ -13,6 +13,15 @@ import numpy as np
 import tape
 from tape.kernel_binding import Kernel
 from tape.kernels import cuda as gpu
+from tape.grad_steps import (
+    FWD_IN,
+    FWD_OUT,
+    META_IN,
+    META_OUT,
+    OPT_OUT_GRAD,
+    OUT_GRAD,
+    grad_steps,
+)
 from tape.registry import REGISTRY, GradOp
 from tape.testing import Draw
 
@@ -47,30 +56,38 @@ def _shape_only(a):
 def grad_case(op_type, seed, dtype):
     """``(grad op type, inputs, attrs, wants)`` for the gradient of ``op_type``'s case ``seed``.
 
-    ``wants``, by seed: the gradients of every floating input, of the first, of the last. An
-    optional output gradient (dispensable) is given for odd seeds only.
+    The grad op is the one step of the op's GradOp, with its slots bound as the tape binds them
+    (``tape.grad_steps``). ``wants``, by seed: the gradients of every floating input, of the
+    first, of the last. An optional output gradient (dispensable) is given for odd seeds only.
     """
     info = REGISTRY[op_type]
-    grad = REGISTRY[info.grad.type]
     inputs, attrs = forward_case(op_type, seed, dtype)
     outputs = run_kernel(info.kernel(tape.CPUPlace(), DTYPES[np.dtype(dtype)]), op_type,
                          inputs, attrs, set(info.output_names))
-    values = {**inputs, **dict(zip(info.output_names, outputs))}
+    forward = {FWD_IN: inputs, FWD_OUT: dict(zip(info.output_names, outputs))}
+    forward.update({META_IN: forward[FWD_IN], META_OUT: forward[FWD_OUT],
+                    OUT_GRAD: forward[FWD_OUT], OPT_OUT_GRAD: forward[FWD_OUT]})
+    counts = {slot: len(_arrays(v)) for slot, v in inputs.items() if v is not None}
+    (step,) = grad_steps(info, counts, {s: len(_arrays(v)) for s, v in forward[FWD_OUT].items()
+                                         if v is not None}, attrs)
     rng = np.random.default_rng(seed)
     grad_inputs = {}
-    for slot in grad.inputs:
-        if slot.name.endswith("@GRAD"):
-            forward = values.get(slot.name[:-len("@GRAD")])
-            if forward is None or (slot.dispensable and seed % 2 == 0):
-                continue
-            grad_inputs[slot.name] = _map(
-                lambda a: rng.uniform(-1, 1, a.shape).astype(a.dtype), forward)
-        elif values.get(slot.name) is not None:
-            value = values[slot.name]
-            grad_inputs[slot.name] = _map(_shape_only, value) if slot.no_need_buffer else value
-    wants = [s.name for s in grad.outputs
-             if all(a.dtype.kind == "f" for a in _arrays(inputs.get(s.name[:-len("@GRAD")])))]
-    return grad.type, grad_inputs, attrs, set((wants, wants[:1], wants[-1:])[seed % 3])
+    for slot, _, bound in step.ins:
+        if not bound:   # a dispensable forward slot left empty
+            continue
+        kind, fslot, _ = bound[0]
+        value = forward[kind].get(fslot)
+        if value is None or (kind == OPT_OUT_GRAD and seed % 2 == 0):
+            continue
+        if kind in (OUT_GRAD, OPT_OUT_GRAD):
+            value = _map(lambda a: rng.uniform(-1, 1, a.shape).astype(a.dtype), value)
+        elif kind in (META_IN, META_OUT):
+            value = _map(_shape_only, value)
+        grad_inputs[slot] = value
+    wants = [slot for slot, _, bound in step.outs
+             if all(a.dtype.kind == "f" for _, fslot, _ in bound
+                    for a in _arrays(inputs.get(fslot)))]
+    return step.info.type, grad_inputs, attrs, set((wants, wants[:1], wants[-1:])[seed % 3])
 
 
 def _arrays(value):

@@ -127,7 +127,7 @@ def test_to_program_of_a_hand_recorded_tape():
     x = tape.Variable(X, name="x_in")
     (h,) = recorder.add_op("relu", {"X": [x]})["Out"]
     (y,) = recorder.add_op("scale", {"X": [h]}, attrs={"scale": 2.0})["Out"]
-    program = recorder.to_program(feed=[x], fetch=[y.name])
+    program = static.to_program(recorder, feed=[x], fetch=[y.name])
     assert program.feed_names == ["x_in"] and program.fetch_names == [y.name]
     assert program.global_block().ops[2].attrs == {**op_info("scale").defaults, "scale": 2.0,
                                                    "op_role": 0}
@@ -137,7 +137,7 @@ def test_to_program_of_a_hand_recorded_tape():
 
 def test_to_program_needs_a_tracing_tape():
     with pytest.raises(tape.PreconditionNotMetError, match="tracing=True"):
-        tape.Tape().to_program(feed=[], fetch=[])
+        static.to_program(tape.Tape(), feed=[], fetch=[])
 
 
 def test_two_variables_with_one_name_are_an_error():
