@@ -1,7 +1,7 @@
 """Checkpoints: a flat ``{name: array}`` state saved as an ``.npz`` file, atomically, no pickle.
 
 ``save`` writes a temporary file in the target's folder, syncs it to disk and renames it over
-the target (``tape.static.atomic``), so a crash mid-save leaves the old checkpoint whole.
+the target (``tape.atomic``), so a crash mid-save leaves the old checkpoint whole.
 ``load`` never unpickles: a file holding an object array is refused. Ints and floats are stored
 as 0-d arrays and come back as 0-d arrays (``int(state["step"])``).
 
@@ -21,9 +21,9 @@ import zipfile
 
 import numpy as np
 
+from .atomic import atomic_open
 from .errors import InvalidArgumentError, NotFoundError
 from .place import host_array
-from .static.atomic import atomic_open
 
 _SEPARATOR = "/"
 

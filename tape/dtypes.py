@@ -12,6 +12,11 @@ _TO_NUMPY = {
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 FLOATING = frozenset((FP16, FP32, FP64))
 ALL = (BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64)
+# What an index may be (gather's Index, one_hot_v2's X, arg_max / arg_min's output dtype)
+INDEX = (INT32, INT64)
+# What the indexing ops take as values: gather, arg_max / arg_min, top_k_v2 (gather's gradient:
+# the floating ones)
+INDEXED = (FP32, FP64, *INDEX)
 
 
 def to_numpy(code: int) -> np.dtype:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from tape.ops.rules import align_shapes
+from tape.geometry import align_shapes
 
 from ..jit import njit
 

@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from tape.ops.conv import conv_geometry
+from tape.geometry import conv_geometry
 from tape.registry import kernel
 
 from ..jit import njit

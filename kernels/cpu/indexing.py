@@ -10,7 +10,6 @@ import numpy as np
 
 from tape import dtypes
 from tape.errors import InvalidArgumentError
-from tape.ops.indexing import INDEX_TYPES, VALUE_TYPES
 from tape.registry import kernel
 
 from ..jit import njit
@@ -30,7 +29,7 @@ def _checked_index(op, Index, size, axis):
     return index
 
 
-@kernel("gather", types=VALUE_TYPES)
+@kernel("gather", types=dtypes.INDEXED)
 def gather(X, Index, axis):
     axis %= X.ndim
     return np.asarray(np.take(X, _checked_index("gather", Index, X.shape[axis], axis), axis))
@@ -62,7 +61,7 @@ def gather_grad(X, Index, dOut, axis):
     return dx
 
 
-@kernel("one_hot_v2", types=INDEX_TYPES)
+@kernel("one_hot_v2", types=dtypes.INDEX)
 def one_hot_v2(X, depth, dtype, allow_out_of_range):
     ids = X.reshape(-1)
     inside = (ids >= 0) & (ids < depth)
@@ -90,12 +89,12 @@ def _index_dtype(code):
     return dtypes.to_numpy(dtypes.INT64 if code == -1 else code)
 
 
-@kernel("arg_max", types=VALUE_TYPES)
+@kernel("arg_max", types=dtypes.INDEXED)
 def arg_max(X, axis, keepdims, flatten, dtype):
     return np.asarray(_arg_extreme(np.argmax, X, axis, keepdims, flatten), _index_dtype(dtype))
 
 
-@kernel("arg_min", types=VALUE_TYPES)
+@kernel("arg_min", types=dtypes.INDEXED)
 def arg_min(X, axis, keepdims, flatten, dtype):
     return np.asarray(_arg_extreme(np.argmin, X, axis, keepdims, flatten), _index_dtype(dtype))
 
@@ -152,7 +151,7 @@ def _top_k_positions(X, k, largest):
     return index
 
 
-@kernel("top_k_v2", types=VALUE_TYPES)
+@kernel("top_k_v2", types=dtypes.INDEXED)
 def top_k_v2(X, k, axis, largest):
     if X.ndim == 0:
         return X.copy(), np.zeros((), np.int64)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from tape import dtypes
-from tape.ops.manipulation import unsqueezed
+from tape.geometry import unsqueezed
 from tape.registry import kernel
 
 from .tensor import reshape2_grad, xshape_array

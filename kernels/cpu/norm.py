@@ -6,7 +6,7 @@ pass in memory order.
 """
 import numpy as np
 
-from tape.ops.norm import uses_global_stats
+from tape.norm_stats import uses_global_stats
 from tape.registry import kernel
 
 from ..jit import njit

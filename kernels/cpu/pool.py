@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from tape.ops.pool import pool_geometry
+from tape.geometry import pool_geometry
 from tape.registry import kernel
 
 from ..jit import njit

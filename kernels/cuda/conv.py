@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from numba import cuda
 
-from tape.ops.conv import conv_geometry
+from tape.geometry import conv_geometry
 
 from ..cpu import conv as cpu
 from .device import array_module, cuda_kernel, launch, on_device

@@ -1,51 +1,18 @@
 """conv2d: 2-D convolution (cross-correlation) over NCHW images, with groups and dilations.
 
-The padding geometry here (``resolve_paddings``, ``check_nchw``, ``check_pairs``) is shared
-with pool2d and with the kernels, so that the shape rule and the kernels agree by construction.
+The input checks here (``check_nchw``, ``check_pairs``) are shared with pool2d; the padding
+geometry (``resolve_paddings``) is in tape/geometry.py, shared with the kernels, so that the
+shape rule and the kernels agree by construction.
 """
 from __future__ import annotations
 
 from ..attribute import BOOLEAN, INT, INTS, STRING, AtLeast, Attr, Each, OneOf
+from ..geometry import resolve_paddings
 from ..registry import GradOp, Slot, register_op
 from .rules import fmt, require_float, require_same_dtype
 
 PADDING_ALGORITHMS = ("EXPLICIT", "SAME", "VALID")
 DATA_FORMATS = ("NCHW", "NHWC", "AnyLayout")
-
-
-def resolve_paddings(in_hw, ksize, strides, paddings, dilations, algorithm):
-    """Paddle's UpdatePaddingAndDilation: ``((top, bottom, left, right), (dh, dw))``.
-
-    ``paddings`` has 2 entries (the same on both sides) or 4. "VALID" pads nothing; "SAME" pads
-    so that the output has ``ceil(in / stride)`` cells, the odd cell at the bottom/right, and
-    (as Paddle does) resets the dilations to 1. A pad that depends on an unknown (-1) input side
-    is -1.
-    """
-    if len(paddings) == 2:
-        paddings = (paddings[0], paddings[0], paddings[1], paddings[1])
-    if algorithm == "VALID":
-        return (0, 0, 0, 0), tuple(dilations)
-    if algorithm != "SAME":
-        return tuple(paddings), tuple(dilations)
-    pads = []
-    for size, k, s in zip(in_hw, ksize, strides):
-        if size < 0:
-            pads += [-1, -1]
-            continue
-        total = max((-(-size // s) - 1) * s + k - size, 0)
-        pads += [total // 2, total - total // 2]
-    return tuple(pads), (1, 1)
-
-
-def conv_geometry(x_shape, w_shape, strides, paddings, dilations, algorithm):
-    """``(pads, (dh, dw), out_h, out_w)`` of a convolution of an NCHW input by a filter of
-    ``w_shape``, for kernels (known sizes only): the padding rule above, then the output size."""
-    (height, width), (kh, kw) = x_shape[2:], w_shape[2:]
-    pads, (dh, dw) = resolve_paddings((height, width), (kh, kw), strides, paddings, dilations,
-                                      algorithm)
-    out_h = (height + pads[0] + pads[1] - dh * (kh - 1) - 1) // strides[0] + 1
-    out_w = (width + pads[2] + pads[3] - dw * (kw - 1) - 1) // strides[1] + 1
-    return pads, (dh, dw), out_h, out_w
 
 
 def check_nchw(ctx, slot: str, desc) -> None:

@@ -9,10 +9,6 @@ from ..registry import GradOp, Slot, register_op
 from .manipulation import reject_tensor
 from .rules import fmt, normalize_axis, require_dtype, require_float, same_dim
 
-INDEX_TYPES = (dtypes.INT32, dtypes.INT64)
-# What gather and arg_max / arg_min take as X (gather's gradient: the floating ones)
-VALUE_TYPES = (dtypes.FP32, dtypes.FP64, *INDEX_TYPES)
-
 
 def _require(ctx, slot: str, allowed) -> None:
     d = ctx.input(slot)
@@ -26,8 +22,8 @@ def _require(ctx, slot: str, allowed) -> None:
 
 def _gather_shape(ctx):
     reject_tensor(ctx, "Axis", "axis")
-    _require(ctx, "X", VALUE_TYPES)
-    _require(ctx, "Index", INDEX_TYPES)
+    _require(ctx, "X", dtypes.INDEXED)
+    _require(ctx, "Index", dtypes.INDEX)
     x, index = ctx.input("X"), ctx.input("Index")
     if not x.shape:
         raise ctx.error(f"input X ({x.name}) is 0-D: expected rank >= 1 to gather along an axis")
@@ -66,7 +62,7 @@ register_op(
 
 def _one_hot_v2_shape(ctx):
     reject_tensor(ctx, "depth_tensor", "depth")
-    _require(ctx, "X", INDEX_TYPES)
+    _require(ctx, "X", dtypes.INDEX)
     ctx.set_output("Out", ctx.input("X").shape + (ctx.attrs["depth"],), ctx.attrs["dtype"])
 
 
@@ -98,7 +94,7 @@ register_op(
 # ---- arg_max and arg_min ----
 
 def _arg_shape(ctx):
-    _require(ctx, "X", VALUE_TYPES)
+    _require(ctx, "X", dtypes.INDEXED)
     x, attrs = ctx.input("X"), ctx.attrs
     rank, keep = len(x.shape), attrs["keepdims"]
     if rank == 0 and attrs["axis"] in (0, -1):    # Paddle takes either for a 0-D X
@@ -123,7 +119,7 @@ def _arg_case(d):
     shape = d.shape(0, 3)
     rank = max(len(shape), 1)
     attrs = {"axis": d.integer(-rank, rank - 1), "keepdims": d.boolean(),
-             "flatten": d.integer(0, 3) == 0, "dtype": d.choice((-1, *INDEX_TYPES))}
+             "flatten": d.integer(0, 3) == 0, "dtype": d.choice((-1, *dtypes.INDEX))}
     return {"X": d.ints(shape, -2, 2).astype("float64")}, attrs
 
 
@@ -132,7 +128,7 @@ _ARG_ATTRS = [
     Attr("keepdims", BOOLEAN, False, "keep the searched axis as a size-1 dim"),
     Attr("flatten", BOOLEAN, False, "search all of X as one flat axis (axis is still checked)"),
     Attr("dtype", INT, dtypes.INT64, "VarType of Out: int32 or int64 (-1: int64)",
-         check=OneOf(-1, *INDEX_TYPES)),
+         check=OneOf(-1, *dtypes.INDEX)),
 ]
 
 for _type, _what in (("arg_max", "largest"), ("arg_min", "smallest")):
@@ -146,7 +142,7 @@ for _type, _what in (("arg_max", "largest"), ("arg_min", "smallest")):
 
 def _top_k_shape(ctx):
     reject_tensor(ctx, "K", "k")
-    _require(ctx, "X", VALUE_TYPES)
+    _require(ctx, "X", dtypes.INDEXED)
     x, k, axis = ctx.input("X"), ctx.attrs["k"], ctx.attrs["axis"]
     if not x.shape and axis in (0, -1):    # Paddle takes either for a 0-D X
         shape, size = (), 1

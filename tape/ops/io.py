@@ -1,6 +1,6 @@
 """save_combine / load_combine: tensors to and from Paddle's combined file (``.pdiparams``).
 
-The file holds no names (tape/static/params.py has the layout): ``save_combine`` writes its X
+The file holds no names (tape/params.py has the layout): ``save_combine`` writes its X
 inputs in slot order; ``load_combine`` assigns the file's records, in order, to its Out outputs.
 Paddle keeps both in the sorted-name order of the persistable variables.
 
@@ -18,7 +18,7 @@ import itertools
 import os
 import tempfile
 
-from .. import dtypes
+from .. import dtypes, params
 from ..attribute import BOOLEAN, STRING, Attr
 from ..errors import NotFoundError, TapeError
 from ..registry import Slot, register_op
@@ -57,7 +57,6 @@ def _load_combine_shape(ctx):
     if declared is not None and not os.path.exists(path):
         specs = [(d.shape, d.dtype) for d in declared]
     else:
-        from ..static import params
         expected = None if declared is None else [(d.name, d.shape, d.dtype) for d in declared]
         try:
             specs = params.read_headers(path, expected)
@@ -98,7 +97,6 @@ def _save_combine_case(d):
 
 
 def _load_combine_case(d):
-    from ..static import params
     arrays = _draw_arrays(d)
     stored = [a.astype(d.choice(("float32", "float64"))) if a.dtype.kind == "f" else a
               for a in arrays]

@@ -5,6 +5,7 @@ import math
 from .. import dtypes
 from ..attribute import INT, INTS, AtLeast, Attr
 from ..desc import OpDesc
+from ..geometry import unsqueezed
 from ..registry import GradMaker, GradOp, Slot, grad_name, register_op
 from .rules import fmt, normalize_axis, same_dim, xshape
 from .tensor import XSHAPE
@@ -295,18 +296,6 @@ def _squeeze2_case(d):
     rank = len(shape)
     axes = [i - rank if d.boolean() else i for i in range(rank) if d.boolean()]
     return {"X": d.floats(shape)}, {"axes": axes}
-
-
-def unsqueezed(shape, axes):
-    """``shape`` with a 1 inserted at each of ``axes`` in turn, a negative axis counting from the
-    end of the shape grown so far (``-1`` appends); None when an axis falls outside it."""
-    out = list(shape)
-    for axis in axes:
-        rank = len(out)
-        if not -rank - 1 <= axis <= rank:
-            return None
-        out.insert(axis + rank + 1 if axis < 0 else axis, 1)
-    return out
 
 
 def _unsqueeze2_shape(ctx):

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ..attribute import BOOLEAN, FLOAT, INT, STRING, AtLeast, Attr, InRange, OneOf
+from ..norm_stats import uses_global_stats
 from ..registry import GradOp, Slot, register_op
 from .rules import fmt, require_float, require_same_dtype
 
@@ -24,11 +25,6 @@ def _require_vector(ctx, slot: str, length: int, what: str) -> None:
 
 
 # ---- batch_norm ----
-
-def uses_global_stats(is_test: bool, use_global_stats: bool, trainable_statistics: bool) -> bool:
-    """Whether batch_norm normalises with the running statistics (Paddle's global_stats)."""
-    return (is_test and not trainable_statistics) or use_global_stats
-
 
 def _global_stats(attrs) -> bool:
     return uses_global_stats(attrs["is_test"], attrs["use_global_stats"],

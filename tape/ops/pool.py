@@ -2,34 +2,10 @@
 from __future__ import annotations
 
 from ..attribute import BOOLEAN, INTS, STRING, AtLeast, Attr, Each, OneOf
+from ..geometry import pool_geometry, resolve_paddings
 from ..registry import GradOp, Slot, register_op
-from .conv import DATA_FORMATS, PADDING_ALGORITHMS, check_nchw, check_pairs, resolve_paddings
+from .conv import DATA_FORMATS, PADDING_ALGORITHMS, check_nchw, check_pairs
 from .rules import fmt, require_float
-
-
-def pool_geometry(in_hw, ksize, strides, paddings, algorithm, global_pooling, adaptive,
-                  ceil_mode):
-    """``(ksize, (top, bottom, left, right), (out_h, out_w))`` as Paddle's pool2d computes them.
-
-    Global pooling takes the whole image as the window (one output cell, even for an unknown
-    side); global and adaptive pooling pad nothing; adaptive pooling has ``ksize`` as its output
-    sides. An output side is -1 where an input side is unknown, and 0 or less where the window
-    does not fit (the shape rule rejects it).
-    """
-    if global_pooling:
-        ksize = tuple(in_hw)
-    if adaptive:
-        return tuple(ksize), (0, 0, 0, 0), tuple(ksize)
-    if global_pooling:
-        return ksize, (0, 0, 0, 0), (1, 1)
-    pads, _ = resolve_paddings(in_hw, ksize, strides, paddings, (1, 1), algorithm)
-    out = []
-    for size, k, s, pad0, pad1 in zip(in_hw, ksize, strides, pads[::2], pads[1::2]):
-        if size < 0 or pad0 < 0:
-            out.append(-1)
-        else:
-            out.append((size + pad0 + pad1 - k + (s - 1 if ceil_mode else 0)) // s + 1)
-    return tuple(ksize), pads, tuple(out)
 
 
 def _pool2d_shape(ctx):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes
+from ..geometry import align_shapes
 
 
 def fmt(shape) -> str:
@@ -71,19 +72,6 @@ def same_dim(a: int, b: int):
     if a == b or b == -1:
         return a
     return b if a == -1 else None
-
-
-def align_shapes(x_shape, y_shape, axis: int):
-    """Paddle's elementwise alignment: the shorter shape is placed at ``axis`` of the longer
-    (``axis=-1``: at the end) and padded with 1s. Returns both padded shapes, or None when
-    ``axis`` cannot place it. Kernels use it too."""
-    swap = len(y_shape) > len(x_shape)
-    long, short = (y_shape, x_shape) if swap else (x_shape, y_shape)
-    start = len(long) - len(short) if axis == -1 else axis
-    if not 0 <= start <= len(long) - len(short):
-        return None
-    padded = (1,) * start + tuple(short) + (1,) * (len(long) - len(short) - start)
-    return (padded, tuple(long)) if swap else (tuple(long), padded)
 
 
 def broadcast(ctx, x_slot: str = "X", y_slot: str = "Y", axis: int = -1) -> tuple:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import stat
 
-from .. import dtypes
+from .. import dtypes, params
+from ..atomic import atomic_write
 from ..desc import DENSE_TENSOR, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY
-from . import params
-from .atomic import atomic_write
 from .export_rules import for_paddle
 from .program import (
     FEED_HOLDER,

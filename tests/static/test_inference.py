@@ -7,10 +7,9 @@ import pytest
 
 import tape
 import tape.static as static
-from tape import layers
+from tape import layers, params
 from tape.desc import FEED_MINIBATCH, FETCH_LIST, ProgramDesc, VarDesc
 from tape.optim.sgd import SGD
-from tape.static import params
 from tape.static.inference import MODEL_FILE, PARAMS_FILE
 from tape.static.program import append_checkpoint
 

@@ -17,7 +17,7 @@ from test_wire import PREDICTOR_MODES, needs_paddle, paddle_serve
 
 import tape.static as static
 from tape import dtypes
-from tape.ops.rules import align_shapes
+from tape.geometry import align_shapes
 from tape.registry import REGISTRY
 from tape.tape import get_global_tape
 from tape.testing import Draw, run_op

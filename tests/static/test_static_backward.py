@@ -4,7 +4,7 @@ import pytest
 
 import tape
 import tape.static as static
-from tape import layers
+from tape import layers, params
 from tape.desc import OpDesc
 from tape.optim.adam import Adam
 from tape.optim.clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue
@@ -12,7 +12,6 @@ from tape.optim.lr_scheduler import LinearWarmup, StepDecay
 from tape.optim.momentum import Momentum
 from tape.optim.sgd import SGD
 from tape.registry import REGISTRY, GradMaker, GradOp, grad_name, kernel, register_op
-from tape.static import params
 from tape.static.program import append_checkpoint
 
 RNG = np.random.default_rng(0)

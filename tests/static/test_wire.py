@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import tape
 from tape import desc as D
 from tape import framework_pb2 as pb
+from tape import params
 from tape import wire as W
 from tape.attribute import BLOCK, BLOCKS, BOOLEANS, FLOATS, INT, INTS, LONG, LONGS, STRINGS
-from tape.static import params
 
 SHARED = pathlib.Path(__file__).resolve().parents[3] / "shared" / "reference" / "paddle"
 HAS_PADDLE = importlib.util.find_spec("paddle") is not None

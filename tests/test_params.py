@@ -10,11 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tape
-from tape import dtypes
+from tape import atomic, dtypes, params
 from tape.context import InferShapeContext
 from tape.desc import VarDesc
 from tape.registry import op_info
-from tape.static import atomic, params
 
 PARAMS = {"fc.w": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
           "fc.b": np.array([1.5, -2.0], dtype=np.float64),

@@ -5,7 +5,7 @@ import contextlib
 import os
 import tempfile
 
-from ..errors import PreconditionNotMetError
+from .errors import PreconditionNotMetError
 
 # Files are created with the permissions open() would give (mkstemp's are owner-only).
 _UMASK = os.umask(0)

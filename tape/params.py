@@ -20,10 +20,10 @@ import struct
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import InvalidArgumentError, NotFoundError
-from ..place import host_array
+from . import dtypes
 from .atomic import atomic_open
+from .errors import InvalidArgumentError, NotFoundError
+from .place import host_array
 
 _PREFIX = struct.Struct("<IQ")       # format version, LoD levels
 _TENSOR_HEAD = struct.Struct("<Ii")  # tensor version, TensorDesc byte length
@@ -33,7 +33,7 @@ MAX_DESC_BYTES = 4096
 
 def _tensor_desc(**fields):
     """A ``VarType.TensorDesc`` message (protobuf is imported on first use)."""
-    from ..framework_pb2 import VarType
+    from .framework_pb2 import VarType
     return VarType.TensorDesc(**fields)
 
 
