@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/per_op.py
+	$(BIN)/python benchmarks/dynamic.py
 	$(BIN)/python benchmarks/mlp.py
 	$(BIN)/python benchmarks/cnn.py
 	$(BIN)/python benchmarks/startup.py

@@ -88,33 +88,36 @@ def _desc(entry):
     return entry.desc if type(entry) is Variable else entry
 
 
+def _bound_value(kind, fslot, i, h, grads, temps):
+    """The array a grad-op input bound as ``(kind, fslot, i)`` gets; None for an optional
+    gradient that never arrived."""
+    if kind == FWD_IN:
+        return h.inputs[fslot][i]._value
+    if kind == OUT_GRAD:
+        d = _desc(h.outputs[fslot][i])
+        g = grads.get(d)
+        return g if g is not None else h.plan.place.array_module().zeros(
+            d.shape, dtypes.to_numpy(d.dtype))
+    if kind == FWD_OUT:
+        return h.outputs[fslot][i]._value
+    if kind == TEMP:
+        return temps[fslot]
+    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
+        return grads.get(_desc((h.outputs if kind == OPT_OUT_GRAD else h.inputs)[fslot][i]))
+    d = _desc((h.inputs if kind == META_IN else h.outputs)[fslot][i])
+    return shape_only(d.shape, d.dtype)
+
+
 def _run_step(p: _Prepared, h, grads, temps, leaves, summed):
-    inputs, outputs = h.inputs, h.outputs
     args = {}
     for slot, duplicable, bound in p.ins:
-        values = []
-        for kind, fslot, i in bound:
-            if kind == OUT_GRAD:
-                d = _desc(outputs[fslot][i])
-                g = grads.get(d.name)
-                values.append(g if g is not None else h.plan.place.array_module().zeros(
-                    d.shape, dtypes.to_numpy(d.dtype)))
-            elif kind == FWD_IN:
-                values.append(inputs[fslot][i]._value)
-            elif kind == FWD_OUT:
-                values.append(outputs[fslot][i]._value)
-            elif kind == TEMP:
-                values.append(temps[fslot])
-            elif kind == OPT_OUT_GRAD or kind == IN_GRAD:
-                g = grads.get(_desc((outputs if kind == OPT_OUT_GRAD else inputs)[fslot][i]).name)
-                if g is not None:
-                    values.append(g)
-            else:
-                d = _desc((inputs if kind == META_IN else outputs)[fslot][i])
-                values.append(shape_only(d.shape, d.dtype))
-        args[slot] = values if duplicable else values[0] if values else None
-    names = _grad_names(p, h) if _flags.checking else None
-    result = invoke(p.plan, args, p.wants, names)
+        if duplicable:
+            values = [_bound_value(*ref, h, grads, temps) for ref in bound]
+            args[slot] = [v for v in values if v is not None]
+        elif bound:
+            args[slot] = _bound_value(*bound[0], h, grads, temps)
+    result = invoke(p.plan, args, p.wants, _grad_names(p, h) if _flags.checking else None)
+    inputs = h.inputs
     for (slot, duplicable, bound), value in zip(p.outs, result):
         if value is None or slot not in p.wants:
             continue
@@ -128,18 +131,18 @@ def _run_step(p: _Prepared, h, grads, temps, leaves, summed):
             if type(e) is Variable:
                 d = e.desc
                 if e._tape == 0:
-                    leaves[d.name] = e
+                    leaves[d] = e
             else:
                 d = e
-            old = grads.get(d.name)
+            old = grads.get(d)
             if old is None:
-                grads[d.name] = g
-            elif d.name in summed:
+                grads[d] = g
+            elif d in summed:
                 old += g        # a sum made below: no kernel or Variable holds it
-                grads[d.name] = old     # (a 0-d sum is a numpy scalar: += made a new one)
+                grads[d] = old     # (a 0-d sum is a numpy scalar: += made a new one)
             else:
-                grads[d.name] = old + g
-                summed.add(d.name)
+                grads[d] = old + g
+                summed.add(d)
 
 
 def _grad_names(p: _Prepared, h) -> dict:
@@ -151,22 +154,22 @@ def _grad_names(p: _Prepared, h) -> dict:
 
 
 def run_backward(ops: list, seeds: dict) -> None:
-    """Replay ``ops`` (a spent tape's handles) in reverse from ``{var name: seed gradient}``.
+    """Replay ``ops`` (a spent tape's handles) in reverse from ``{VarDesc: seed gradient}``.
 
     Pops each handle as it is done, so what it kept is freed with it. A variable's gradient
     parts are summed into a new array, which takes any further parts in place (a kernel's
     output may be shared, so it is never written); leaves get the total in ``.grad``, added
-    out of place to what it held.
+    out of place to what it held. Gradients are keyed by VarDesc: one per variable.
     """
     grads = dict(seeds)
     leaves = {}
     temps = {}
-    summed = set()      # names whose gradient array the summing made
+    summed = set()      # VarDescs whose gradient array the summing made
     while ops:
         h = ops.pop()
-        outs = [_desc(e).name for es in h.outputs.values() for e in es]
-        for n in outs:
-            if n in grads:
+        outs = [e.desc if type(e) is Variable else e for es in h.outputs.values() for e in es]
+        for d in outs:
+            if d in grads:
                 break
         else:
             continue
@@ -174,11 +177,11 @@ def run_backward(ops: list, seeds: dict) -> None:
         for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h)):
             _run_step(p, h, grads, temps, leaves, summed)
         temps.clear()
-        for n in outs:
-            grads.pop(n, None)
-            summed.discard(n)
+        for d in outs:
+            grads.pop(d, None)
+            summed.discard(d)
         del h
-    for name, leaf in leaves.items():
-        g = grads[name]
+    for d, leaf in leaves.items():
+        g = grads[d]
         total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=name + GRAD_SUFFIX, place=leaf.place)
+        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)

@@ -25,15 +25,14 @@ class CallPlan:
 
     ``specs`` is ``{output slot: [(shape, dtype)]}`` from the shape rule; ``outputs`` lists, in
     the kernel's output order, ``(slot, duplicable, specs or None, carries_gradient)``;
-    ``wants_grad`` is ``{input slot: (bool per variable)}``; ``keeps`` names the slots whose
-    values a handle recorded for backward keeps; ``call`` is the kernel's bound call;
+    ``wants_grad`` is ``{input slot: (bool per variable)}``; ``call`` is the kernel's bound call;
     ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
     run). A grad op run for a forward plan (eager backward) has no specs: its output shapes
     follow from the forward values.
     """
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "specs",
-                 "outputs", "wants_grad", "keeps", "backward")
+                 "outputs", "wants_grad", "backward")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -52,7 +51,6 @@ class CallPlan:
              and specs[s.name][0][1] in dtypes.FLOATING)
             for s in info.outputs)
         self.wants_grad = wants_grad
-        self.keeps = info.grad.keeps if info.grad is not None else frozenset()
         self.backward = None
 
     def __repr__(self):

@@ -128,8 +128,8 @@ class OpInfo:
 
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
-                 "kernel_dtype_attr", "slot_specs", "plans",
-                 "attr_cache", "differentiable_outputs")
+                 "kernel_dtype_attr", "slot_specs", "plans", "attr_cache",
+                 "differentiable_outputs", "keeps", "slot_names")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -149,6 +149,8 @@ class OpInfo:
         self.plans = {}      # signature -> CallPlan (tape.dispatch)
         self.attr_cache = {}
         self.differentiable_outputs = frozenset()
+        self.keeps = frozenset()     # the slots whose values backward reads (grad.keeps)
+        self.slot_names = frozenset(self.input_names + self.output_names)
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
 
     def check_attrs(self, attrs) -> dict:
@@ -243,6 +245,7 @@ def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, gr
     if grad is not None:
         info.differentiable_outputs = (frozenset(info.output_names) if grad.out_grads is None
                                        else grad.out_grads)
+        info.keeps = grad.keeps
     return info
 
 

@@ -110,13 +110,11 @@ class Tape:
             # The first op after backward starts this thread's next tape, as
             # reset_global_tape() would (Variables of the spent one must then be detached).
             return reset_global_tape().run(info, inputs, attrs, outputs)
-        attrs, attrs_key = info.checked_attrs(attrs)
         arrays, entries = {}, {}
-        key = [attrs_key]
-        if self.tracing:
-            keeps = info.input_names + info.output_names
-        else:
-            keeps = info.grad.keeps if info.grad is not None else ()
+        # The attributes as given, with their types (1, 1.0 and True differ): checked and
+        # defaulted only when the signature is new (dispatch.infer), then the plan's.
+        key = [(*attrs.items(), *map(type, attrs.values())) if attrs else ()]
+        keeps = info.slot_names if self.tracing else info.keeps
         requires_grad = False
         place = None
         for name, duplicable, dispensable in info.slot_specs:
@@ -164,11 +162,14 @@ class Tape:
             arrays[name] = [v._value for v in vs] if duplicable else v._value
         if place is None:
             place = _places._default[0]
-        key.append(place)
-        plan = info.plans.get(key := tuple(key))
+        if place is not _places.CPU:    # (most ops: no Place to hash)
+            key.append(place)
+        try:
+            plan = info.plans.get(key := tuple(key))
+        except TypeError:   # a list among the attributes: the checked ones are hashable
+            plan = None
         if plan is None:
-            descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
-            plan = infer(info, attrs, attrs_key, descs, place, key)
+            plan = _infer(info, inputs, attrs, place, key)
         if _flags.checking and _flags.flags["FLAGS_check_nan_inf"]:
             outputs = _named_outputs(plan, outputs)     # named now, for the check's message
         result = invoke(plan, arrays, None, outputs)
@@ -232,7 +233,22 @@ class Tape:
             raise PreconditionNotMetError(f"backward: {loss.name} {why}, so it has no gradient "
                                           f"to propagate")
         ops, self._ops, self._spent = self._ops, [], True
-        run_backward(ops, {loss.name: loss.place.array_module().ones_like(loss._value)})
+        run_backward(ops, {loss.desc: loss.place.array_module().ones_like(loss._value)})
+
+
+def _infer(info: OpInfo, inputs: dict, attrs, place, key: tuple) -> CallPlan:
+    """The CallPlan of a signature not seen before: attributes checked (their normalised form
+    keys the plan when the given ones are not hashable), then ``dispatch.infer``."""
+    attrs, attrs_key = info.checked_attrs(attrs)
+    try:
+        hash(key)
+    except TypeError:
+        key = (attrs_key, *key[1:])
+        plan = info.plans.get(key)
+        if plan is not None:
+            return plan
+    descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
+    return infer(info, attrs, attrs_key, descs, place, key)
 
 
 def _mixed_places(info: OpInfo, inputs: dict, slot: str, v: Variable) -> InvalidArgumentError:

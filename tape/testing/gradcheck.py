@@ -103,7 +103,7 @@ def vjp(op_type: str, inputs: dict, attrs: dict | None, cotangents: dict):
     seeds = {}
     for slot, cts in cotangents.items():
         for v, c in zip(outputs[slot], _slot_arrays(cts)):
-            seeds[v.name] = np.asarray(c, dtype=v.dtype)
+            seeds[v.desc] = np.asarray(c, dtype=v.dtype)
     if wrt and not len(tape):
         raise AssertionError(f"{op_type}: the op was not recorded on the tape (inside no_grad?)")
     run_backward(list(tape), seeds)
