@@ -155,7 +155,7 @@ class Tape:
                 if v._tape and v._tape != self.serial:
                     raise PreconditionNotMetError(
                         f"{info.type}: input '{name}' ({d.name}) was computed on a tape that "
-                        f"has since been reset, so no gradient can flow through it; call "
+                        f"{_fate(v._tape)}, so no gradient can flow through it; call "
                         f"{d.name}.detach() to use its value as a constant")
                 kept.append(v if name in keeps or not v._tape else d)
             entries[name] = kept
@@ -227,13 +227,25 @@ class Tape:
                 "backward was already run on this tape, which released its ops; call "
                 "tape.reset_global_tape() and run the forward pass again")
         if loss._tape != self.serial:
-            why = ("was computed on an earlier tape, which backward has spent or which was "
-                   "reset" if loss._tape else "was not computed from any Variable with "
-                   "stop_gradient=False")
+            why = (f"was computed on an earlier tape, which {_fate(loss._tape)}" if loss._tape
+                   else "was not computed from any Variable with stop_gradient=False")
             raise PreconditionNotMetError(f"backward: {loss.name} {why}, so it has no gradient "
                                           f"to propagate")
         ops, self._ops, self._spent = self._ops, [], True
+        if len(_spent_serials) >= 4096:
+            _spent_serials.clear()
+        _spent_serials.add(self.serial)
         run_backward(ops, {loss.desc: loss.place.array_module().ones_like(loss._value)})
+
+
+_spent_serials: set = set()     # tapes backward has spent (recent ones)
+
+
+def _fate(serial: int) -> str:
+    """What became of tape ``serial``, for an error about a Variable it computed."""
+    if serial in _spent_serials:
+        return "backward has spent (it released the ops a gradient would flow through)"
+    return "has since been reset"
 
 
 def _infer(info: OpInfo, inputs: dict, attrs, place, key: tuple) -> CallPlan:

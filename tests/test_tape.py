@@ -169,9 +169,9 @@ def test_the_first_op_after_backward_starts_a_new_global_tape():
     x.grad = None
     again.backward()
     np.testing.assert_allclose(x.grad.value(), c.value())
-    with pytest.raises(tape.PreconditionNotMetError, match=r"detach\(\)"):
+    with pytest.raises(tape.PreconditionNotMetError, match=r"backward has spent .*detach\(\)"):
         loss * c                      # a Variable of the spent tape
-    with pytest.raises(tape.PreconditionNotMetError, match="computed on an earlier tape"):
+    with pytest.raises(tape.PreconditionNotMetError, match="earlier tape, which backward has"):
         loss.backward()
 
 
@@ -220,7 +220,7 @@ def test_stale_variable_after_reset_asks_for_detach():
     x = param((3,))
     y = x * x
     tape.reset_global_tape()
-    with pytest.raises(tape.PreconditionNotMetError, match=r"detach\(\)"):
+    with pytest.raises(tape.PreconditionNotMetError, match=r"since been reset.*detach\(\)"):
         y * x
     z = y.detach() * x
     z.backward()
