@@ -8,6 +8,8 @@ code, and bad bytes raise InvalidArgumentError saying what was wrong.
 """
 from __future__ import annotations
 
+import itertools
+
 from . import dtypes
 from .attribute import BLOCK, BLOCKS
 from .errors import InvalidArgumentError
@@ -33,6 +35,26 @@ _TENSOR_FIELDS = {DENSE_TENSOR: "dense_tensor", SELECTED_ROWS: "selected_rows",
 # element types a TensorDesc may name (VarType.Type values that are not variable kinds)
 _ELEMENT_TYPES = frozenset((0, 1, 2, 3, 4, 5, 6, 19, 20, 21, 22, 23, 24, 32, 33, 36, 37, 38))
 
+_name_sources: dict = {}
+
+
+def name_source(prefix: str):
+    """The iterator of process-unique names ``prefix_0, prefix_1, ...`` (one per prefix)."""
+    source = _name_sources.get(prefix)
+    if source is None:
+        source = _name_sources[prefix] = map(f"{prefix}_{{}}".format, itertools.count())
+    return source
+
+
+def unique_name(prefix: str = "tmp") -> str:
+    """A process-unique name: ``tmp_12``, ``linear_0``."""
+    return next(name_source(prefix))
+
+
+_temporary_names = name_source("tmp")
+_new_object = object.__new__
+
+
 class VarDesc:
     """What shape inference and export know of a variable: name, shape (-1 = unknown), dtype.
 
@@ -41,19 +63,44 @@ class VarDesc:
     shape and dtype the loader checks.
     """
 
-    __slots__ = ("name", "shape", "dtype", "persistable", "stop_gradient", "type",
+    __slots__ = ("_name", "shape", "dtype", "persistable", "stop_gradient", "type",
                  "need_check_feed", "__weakref__")
 
     def __init__(self, name: str, shape=(), dtype: int = dtypes.FP32, persistable: bool = False,
                  stop_gradient: bool = True, type: int = DENSE_TENSOR,
                  need_check_feed: bool = False):
-        self.name = name
+        self._name = name
         self.shape = tuple(shape)
         self.dtype = dtype
         self.persistable = persistable
         self.stop_gradient = stop_gradient
         self.type = type
         self.need_check_feed = need_check_feed
+
+    @classmethod
+    def temporary(cls, shape: tuple, dtype: int, stop_gradient: bool) -> VarDesc:
+        """The VarDesc of an op's new output (the eager hot path): named ``tmp_<n>`` when its
+        name is first asked for, which most temporaries never are."""
+        d = _new_object(cls)
+        d._name = None
+        d.shape = shape
+        d.dtype = dtype
+        d.persistable = False
+        d.stop_gradient = stop_gradient
+        d.type = DENSE_TENSOR
+        d.need_check_feed = False
+        return d
+
+    @property
+    def name(self) -> str:
+        name = self._name
+        if name is None:
+            name = self._name = next(_temporary_names)
+        return name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name = name
 
     def __repr__(self):
         return f"VarDesc({self.name}, shape={list(self.shape)}, dtype={dtypes.name(self.dtype)})"

@@ -25,14 +25,15 @@ class CallPlan:
 
     ``specs`` is ``{output slot: [(shape, dtype)]}`` from the shape rule; ``outputs`` lists, in
     the kernel's output order, ``(slot, duplicable, specs or None, carries_gradient)``;
-    ``wants_grad`` is ``{input slot: (bool per variable)}``; ``call`` is the kernel's bound call;
+    ``wants_grad`` is ``{input slot: (bool per variable)}`` and ``requires_grad`` whether the op
+    passes a gradient to any of them; ``call`` is the kernel's bound call;
     ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
     run). A grad op run for a forward plan (eager backward) has no specs: its output shapes
     follow from the forward values.
     """
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "specs",
-                 "outputs", "wants_grad", "backward")
+                 "outputs", "wants_grad", "requires_grad", "backward")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -51,6 +52,8 @@ class CallPlan:
              and specs[s.name][0][1] in dtypes.FLOATING)
             for s in info.outputs)
         self.wants_grad = wants_grad
+        self.requires_grad = info.grad is not None and any(
+            any(wants) for wants in (wants_grad or {}).values())
         self.backward = None
 
     def __repr__(self):

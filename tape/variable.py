@@ -2,32 +2,15 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sys
 import threading
 
 import numpy as np
 
 from . import dtypes
-from .desc import VarDesc
+from .desc import VarDesc, name_source, unique_name  # noqa: F401  (imported from here too)
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .place import CPU, Place, default_place, host_array
-
-_name_sources: dict = {}
-
-
-def name_source(prefix: str):
-    """The iterator of process-unique names ``prefix_0, prefix_1, ...`` (one per prefix)."""
-    source = _name_sources.get(prefix)
-    if source is None:
-        source = _name_sources[prefix] = map(f"{prefix}_{{}}".format, itertools.count())
-    return source
-
-
-def unique_name(prefix: str = "tmp") -> str:
-    """A process-unique name: ``tmp_12``, ``linear_0``."""
-    return next(name_source(prefix))
-
 
 _SUPPORTED = frozenset(dtypes.to_numpy(code) for code in dtypes.ALL)
 

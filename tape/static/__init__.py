@@ -1,8 +1,8 @@
 """Static mode: a recorded tape becomes a program that Prune, the Executor and PaddlePaddle run.
 
-``trace`` (or ``to_program`` of a hand-recorded tape) turns ops into a Program; ``prune`` cuts it to what targets
-need; ``Executor`` runs it with the eager tape's shape rules and kernels; ``append_backward``
-and ``Optimizer.minimize`` add training to it; ``save_inference_model`` /
+``trace`` (or ``to_program`` of a hand-recorded tape) turns ops into a Program; ``prune`` cuts
+it to what targets need; ``Executor`` runs it with the eager tape's shape rules and kernels;
+``append_backward`` and ``Optimizer.minimize`` add training to it; ``save_inference_model`` /
 ``load_inference_model`` write and read the files Paddle Inference serves.
 """
 from .backward import append_backward, append_optimizer_ops

@@ -108,7 +108,7 @@ class Step:
     def run(self, place, scope, local) -> None:
         """Read the inputs from ``local`` (and its parents), infer (once per input shapes and
         dtypes), invoke the kernel and store the outputs where they go."""
-        info, op = self.info, self.op
+        op = self.op
         arrays, key = {}, []
         for slot, names, duplicable in self.inputs:
             values = [local.find_var(n).value for n in names]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from ..dispatch import infer_shapes
 from ..desc import FEED_MINIBATCH, FETCH_LIST, OpDesc, ProgramDesc, VarDesc
+from ..dispatch import infer_shapes
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY, op_info
 from .scope import Scope

@@ -14,8 +14,8 @@ import numpy as np
 from .. import dtypes
 from ..backward import run_backward
 from ..errors import NotFoundError
-from ..place import CPU
 from ..grad_steps import grad_steps
+from ..place import CPU
 from ..registry import OpInfo, op_info
 from ..tape import Tape
 from ..variable import Variable

@@ -11,8 +11,6 @@ import os
 import numpy as np
 
 import tape
-from tape.kernel_binding import Kernel
-from tape.kernels import cuda as gpu
 from tape.grad_steps import (
     FWD_IN,
     FWD_OUT,
@@ -22,6 +20,8 @@ from tape.grad_steps import (
     OUT_GRAD,
     grad_steps,
 )
+from tape.kernel_binding import Kernel
+from tape.kernels import cuda as gpu
 from tape.registry import REGISTRY, GradOp
 from tape.testing import Draw
 

@@ -1,0 +1,283 @@
+"""Eager runners: the body of ``Tape.run``, written out once per op type from its slots.
+
+Every eager op of every iteration runs one. A generic loop over an op's input slots spends most
+of an op's Python time deciding, per call, what the op's slots already fix (which slots are
+optional or take several Variables, where each goes in the signature); the runner of an op has
+those decisions made: one straight block per slot, the signature built as one tuple, the
+recorded entries only when the op is recorded. What it does, in order: check the inputs, find
+the op's CallPlan by signature (``dispatch.infer`` for a new one), refuse a stale input, invoke
+the kernel, make or fill the outputs, record the handle.
+"""
+from __future__ import annotations
+
+from . import flags as _flags
+from . import place as _places
+from .desc import VarDesc
+from .dispatch import infer, invoke
+from .errors import InvalidArgumentError, PreconditionNotMetError
+from .place import CPU
+from .variable import Variable, new_variable
+
+
+def make_runner(info, env: dict):
+    """The runner of ``info``: ``run(tape, inputs, attrs, outputs) -> {slot: [Variable]}``.
+
+    ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
+    ``restart`` (reset_global_tape) and ``OpHandle``.
+    """
+    lines = ["def run(tape, inputs, attrs, outputs):",
+             "    if tape._spent and tape is local.tape:",
+             "        return restart().run(info, inputs, attrs, outputs)",
+             "    place = None"]
+    key, arrays, stale, entries = [], [], [], []
+    for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
+        lines += _gather(i, name, duplicable, dispensable)
+        if duplicable or dispensable:
+            key.append(f"k{i}")
+        else:
+            key.append(f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient")
+        arrays.append(f"{name!r}: a{i}")
+        if duplicable:
+            stale.append(f"    if vs{i}:\n        check_stale(tape, info, {name!r}, vs{i})")
+            entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
+                           f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
+                           f"else v.desc for v in vs{i}]")
+        else:
+            guard = f"v{i} is not None and " if dispensable else ""
+            stale.append(f"    if {guard}v{i}._tape and v{i}._tape != tape.serial and "
+                         f"not d{i}.stop_gradient:\n"
+                         f"        raise stale_error(info, {name!r}, v{i})")
+            entry = (f"[v{i} if {name!r} in keeps or not (d{i}.stop_gradient or v{i}._tape) "
+                     f"else d{i}]")
+            entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
+                           if dispensable else f"    entries[{name!r}] = {entry}")
+    lines += [
+        "    sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+        f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
+        "    if place is None:",
+        "        place = default_place[0]",
+        "    if place is not CPU:    # (most ops: no Place to hash)",
+        "        key = (*key, place)",
+        "    try:",
+        "        plan = info.plans.get(key)",
+        "    except TypeError:   # a list among the attributes: the checked ones are hashable",
+        "        plan = None",
+        *stale,
+        "    if plan is None:",
+        "        plan = _infer_new(info, inputs, attrs, place, key)",
+        f"    arrays = {{{', '.join(arrays)}}}",
+        "    if flags.checking and flags.flags['FLAGS_check_nan_inf']:",
+        "        outputs = named_outputs(plan, outputs)     # named now, for the check's message",
+        "    result = invoke(plan, arrays, None, outputs)",
+        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        "    record = grad_flows or tape.tracing",
+        "    if record and tape._spent:",
+        "        raise spent_error(info)",
+        "    if not record:",
+        "        return make_outputs(plan, result, outputs, False, 0, place, None)",
+        "    keeps = info.slot_names if tape.tracing else info.keeps",
+        "    entries = {}",
+        *entries,
+        "    outs = {}",
+        "    produced = make_outputs(plan, result, outputs, grad_flows, tape.serial, place, "
+        "(keeps, outs))",
+        "    tape._ops.append(OpHandle(plan, entries, outs))",
+        "    return produced",
+    ]
+    namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
+                     invoke=invoke, _infer_new=_infer_new, Variable=Variable,
+                     check_stale=_check_stale, stale_error=_stale_error,
+                     spent_error=_spent_error, make_outputs=make_outputs,
+                     named_outputs=named_outputs, count_error=_count_error,
+                     not_variable=_not_variable, no_value=_no_value,
+                     common_place=_common_place, gather_many=_gather_many)
+    exec(compile("\n".join(lines), f"<runner of {info.type}>", "exec"), namespace)
+    return namespace["run"]
+
+
+def _gather(i: int, name: str, duplicable: bool, dispensable: bool) -> list:
+    """Lines that check slot ``name``'s inputs and bind, for slot ``i``: ``v{i}``/``d{i}``/
+    ``a{i}`` (its Variable, VarDesc and array) or, for a duplicable slot, ``vs{i}``/``a{i}``
+    (its Variables and arrays), and ``k{i}``, its part of the signature."""
+    n = repr(name)
+    if duplicable:
+        absent = ("        vs{i} = k{i} = a{i} = None" if dispensable
+                  else "        raise count_error(info, {n}, vs{i})")
+        return [f"    vs{i} = inputs.get({n})",
+                f"    if vs{i}:",
+                f"        k{i}, a{i}, place = gather_many(info, inputs, {n}, vs{i}, place)",
+                "    else:",
+                absent.format(i=i, n=n)]
+    check = [f"    if not isinstance(v{i}, Variable):",
+             f"        raise not_variable(info, {n}, v{i})",
+             f"    d{i} = v{i}.desc",
+             f"    a{i} = v{i}._value",
+             f"    if a{i} is None:",
+             f"        raise no_value(info, {n}, d{i})",
+             f"    if v{i}.place is not place:",
+             f"        place = common_place(info, inputs, place, {n}, v{i})"]
+    if not dispensable:
+        return [f"    vs = inputs.get({n})",
+                "    if not vs or len(vs) != 1:",
+                f"        raise count_error(info, {n}, vs)",
+                f"    v{i} = vs[0]", *check]
+    return [f"    vs = inputs.get({n})",
+            "    if vs:",
+            "        if len(vs) != 1:",
+            f"            raise count_error(info, {n}, vs)",
+            f"        v{i} = vs[0]",
+            *("    " + line for line in check),
+            f"        k{i} = (d{i}.shape, d{i}.dtype, d{i}.stop_gradient)",
+            "    else:",
+            f"        v{i} = d{i} = a{i} = k{i} = None"]
+
+
+def _infer_new(info, inputs: dict, attrs, place, key: tuple):
+    """The CallPlan of a signature not seen before: attributes checked (their normalised form
+    keys the plan when the given ones are not hashable), then ``dispatch.infer``."""
+    attrs, attrs_key = info.checked_attrs(attrs)
+    try:
+        hash(key)
+    except TypeError:
+        key = (attrs_key, *key[1:])
+        plan = info.plans.get(key)
+        if plan is not None:
+            return plan
+    descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
+    return infer(info, attrs, attrs_key, descs, place, key)
+
+
+def _gather_many(info, inputs: dict, name: str, vs, place) -> tuple:
+    """``(signature part, arrays, place)`` of the Variables ``vs`` of duplicable slot ``name``,
+    each checked as a single slot's is."""
+    key, arrays = [len(vs)], []
+    for v in vs:
+        if not isinstance(v, Variable):
+            raise _not_variable(info, name, v)
+        d = v.desc
+        if v._value is None:
+            raise _no_value(info, name, d)
+        if v.place is not place:
+            place = _common_place(info, inputs, place, name, v)
+        key.append((d.shape, d.dtype, d.stop_gradient))
+        arrays.append(v._value)
+    return tuple(key), arrays, place
+
+
+def make_outputs(plan, result, outputs, grad_flows: bool, serial: int, place, recording):
+    """``{slot: [Variable]}`` of the kernel's ``result``: new Variables, or the given
+    ``outputs`` filled in. ``recording`` is ``(keeps, outs)`` when the op is recorded: ``outs``
+    then gets each slot's entries (the Variables when ``keeps`` names the slot, else their
+    VarDescs)."""
+    produced = {}
+    for (slot, duplicable, spec, carries), value in zip(plan.outputs, result):
+        if spec is None:
+            continue
+        given = outputs.get(slot) if outputs is not None else None
+        values = value if duplicable else (value,)
+        flows = grad_flows and carries
+        if given:
+            # A Variable written by an op that passes it no gradient (a feeder, an optimizer's
+            # in-place update, batch norm's running statistics) keeps its own stop_gradient: a
+            # parameter stays trainable, a statistic stays constant.
+            for v, (shape, out_dtype), val in zip(given, spec, values):
+                d = v.desc
+                d.shape, d.dtype = shape, out_dtype
+                if flows:
+                    d.stop_gradient = False
+                v._value, v._tape, v.place = val, serial, place
+            vs = given
+        elif len(spec) == 1:
+            shape, out_dtype = spec[0]
+            vs = [new_variable(VarDesc.temporary(shape, out_dtype, not flows), values[0], serial,
+                               place)]
+        else:
+            vs = [new_variable(VarDesc.temporary(shape, out_dtype, not flows), val, serial, place)
+                  for (shape, out_dtype), val in zip(spec, values)]
+        produced[slot] = vs
+        if recording is not None:
+            keeps, outs = recording
+            outs[slot] = vs if slot in keeps else [v.desc for v in vs]
+    return produced
+
+
+def named_outputs(plan, outputs: dict | None) -> dict:
+    """``outputs`` completed with new, still empty Variables for the output slots it does not
+    name, so that the NaN/Inf check after the kernel can name them; they are then filled in as
+    given outputs are, which leaves them as new ones would be."""
+    outputs = dict(outputs or {})
+    for slot, _, spec, _ in plan.outputs:
+        if not outputs.get(slot) and spec:
+            outputs[slot] = [new_variable(VarDesc.temporary(shape, dtype, True), None, 0)
+                             for shape, dtype in spec]
+    return outputs
+
+
+# ---- the errors a runner raises, named by op and slot ----
+
+def _count_error(info, name: str, vs) -> InvalidArgumentError:
+    if not vs:
+        return InvalidArgumentError(f"{info.type}: input '{name}' is required but was not "
+                                    f"given")
+    return InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, received "
+                                f"{len(vs)}")
+
+
+def _not_variable(info, name: str, value) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, received "
+                                f"{type(value).__name__}")
+
+
+def _no_value(info, name: str, desc) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
+
+
+def _common_place(info, inputs: dict, place, name: str, v):
+    """The op's place once ``v`` of slot ``name`` is seen: its own for the first input, else
+    ``place``; an input on another place is an error."""
+    if place is None:
+        return v.place
+    if v.place == place:
+        return place
+    first_slot, first = next((slot, inputs[slot][0]) for slot, _, _ in info.slot_specs
+                             if inputs.get(slot))
+    raise InvalidArgumentError(
+        f"{info.type}: input '{name}' ({v.name}) is on {v.place} but input '{first_slot}' "
+        f"({first.name}) is on {first.place}; an op runs on one place: move one of them with "
+        f"Variable.to(place)")
+
+
+def _check_stale(tape, info, name: str, vs) -> None:
+    for v in vs:
+        if v._tape and v._tape != tape.serial and not v.desc.stop_gradient:
+            raise _stale_error(info, name, v)
+
+
+_spent_serials: set = set()     # tapes backward has spent (recent ones)
+
+
+def tape_spent(serial: int) -> None:
+    """Note that backward spent tape ``serial`` (for the message of a later stale input)."""
+    if len(_spent_serials) >= 4096:
+        _spent_serials.clear()
+    _spent_serials.add(serial)
+
+
+def fate(serial: int) -> str:
+    """What became of tape ``serial``, for an error about a Variable it computed."""
+    if serial in _spent_serials:
+        return "backward has spent (it released the ops a gradient would flow through)"
+    return "has since been reset"
+
+
+def _stale_error(info, name: str, v) -> PreconditionNotMetError:
+    return PreconditionNotMetError(
+        f"{info.type}: input '{name}' ({v.name}) was computed on a tape that {fate(v._tape)}, "
+        f"so no gradient can flow through it; call {v.name}.detach() to use its value as a "
+        f"constant")
+
+
+def _spent_error(info) -> PreconditionNotMetError:
+    return PreconditionNotMetError(
+        f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() before "
+        f"recording a new computation")
