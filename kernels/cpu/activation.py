@@ -73,8 +73,18 @@ _tanh_grad = pointwise(formulas.tanh_grad)
 _square_grad = pointwise(formulas.square_grad)
 
 
+# Below this many elements numpy runs relu_grad (2.3 against 3.6 us at 1x32), numba from it on
+# (4 against 10 us at 64x256).
+RELU_GRAD_NUMBA_FROM = 512
+
+
 @kernel("relu_grad")
 def relu_grad(Out, dOut):
+    if Out.size < RELU_GRAD_NUMBA_FROM:
+        # formulas.relu_grad bit for bit: dOut's bits where Out > 0, else +0.0 (np.where is
+        # 15x slower on a random mask)
+        bits = np.dtype(f"i{Out.dtype.itemsize}")
+        return (np.ascontiguousarray(dOut).view(bits) & -(Out > 0).astype(bits)).view(Out.dtype)
     return _elementwise(_relu_grad, Out, dOut)
 
 

@@ -44,10 +44,23 @@ def _finish(Param, MasterParam) -> None:
 
 # ---- sgd ----
 
+# From this many elements the numba loop runs (one pass against numpy's two: 28 against 72 us
+# at 784x256 float32); below it numpy, faster there (1.0 against 5.2 us for 10 elements, a tie
+# at 2560).
+SGD_NUMBA_FROM = 4096
+
+
 @njit
-def _sgd_fused(param, grad, lr):
+def _sgd_loop(param, grad, lr):
     for i in range(param.size):
         param[i] = formulas.sgd(param[i], grad[i], lr)
+
+
+def _sgd_fused(param, grad, lr):
+    if param.size < SGD_NUMBA_FROM:
+        np.subtract(param, lr * grad, out=param)     # formulas.sgd, bit for bit
+    else:
+        _sgd_loop(param, grad, lr)
 
 
 @kernel("sgd", types=dtypes.FLOATING)
