@@ -1,8 +1,9 @@
 """Paddle's ``axis`` alignment for kernels, and reducing a broadcast gradient to its input's shape.
 
-The common reduction (a bias gradient: sum a (rows, features) gradient over its rows) runs as
-one numba loop, about twice as fast as ``np.sum(axis=0)``; with a product fused in
-(``elementwise_mul``'s gradient) it saves a temporary and a pass.
+The common reduction (a bias gradient: sum a (rows, features) gradient over its rows) is
+numpy's: measured against a numba loop it is faster up to 64x256 (3.4 against 5.1 us) and ties
+at 256x1024, and it loads no numba. With a product fused in (``elementwise_mul``'s gradient) a
+numba loop saves a temporary and a pass.
 """
 import math
 
@@ -31,13 +32,8 @@ def grad_shapes(X, Y, axis):
     return align_shapes(X.shape, Y.shape, axis)
 
 
-@njit
 def _sum_rows(g, out):
-    out[:] = 0
-    for i in range(g.shape[0]):
-        for j in range(g.shape[1]):
-            out[j] += g[i, j]
-    return out
+    return np.sum(g, axis=0, out=out)
 
 
 @njit

@@ -8,7 +8,8 @@ import numpy as np
 from tape.random import generator
 from tape.registry import kernel
 
-from ..jit import njit
+from .. import formulas
+from ..jit import pointwise
 
 
 def _factor(dropout_prob, upscale):
@@ -26,17 +27,14 @@ def _rng(Seed, fix_seed, seed):
     return generator() if seed == 0 else np.random.default_rng(seed)
 
 
-@njit
-def _masked_scale(values, keep, factor, out):
-    """out = values * factor where keep, else 0 (flat arrays)."""
-    for i in range(values.size):
-        out[i] = values[i] * factor if keep[i] else 0.0
+# out = values * factor where keep, else 0 (flat arrays)
+_masked_scale = pointwise(formulas.masked_scale)
 
 
 def _apply(values, mask, factor):
     out = np.empty(values.shape, values.dtype)
-    _masked_scale(np.ascontiguousarray(values).reshape(-1), mask.reshape(-1),
-                  factor, out.reshape(-1))
+    _masked_scale(np.ascontiguousarray(values).reshape(-1), mask.reshape(-1), out.reshape(-1),
+                  (factor,))
     return out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from tape.norm_stats import uses_global_stats
 from tape.registry import kernel
 
+from .. import formulas
 from ..jit import njit
 
 
@@ -40,22 +41,13 @@ def _batch_statistics(x, momentum, running_mean, running_var, mean, variance):
         shift[c] = x[0, c, 0]
     for o in range(outer):
         for c in range(channels):
-            k = shift[c]
-            s = 0.0
-            q = 0.0
-            for i in range(inner):
-                d = x[o, c, i] - k
-                s += d
-                q += d * d
-            total[c] += s
-            squares[c] += q
-    count = outer * inner
+            sd, sdd, _, _ = formulas.channel_slice_sums(x, x, o, c, shift[c], False)
+            total[c] += sd
+            squares[c] += sdd
     for c in range(channels):
-        m = total[c] / count
-        mean[c] = shift[c] + m
-        variance[c] = max(squares[c] / count - m * m, 0.0)
-        running_mean[c] = momentum * running_mean[c] + (1.0 - momentum) * mean[c]
-        running_var[c] = momentum * running_var[c] + (1.0 - momentum) * variance[c]
+        mean[c], variance[c], running_mean[c], running_var[c] = formulas.batch_statistics(
+            total[c], squares[c], shift[c], outer * inner, momentum, running_mean[c],
+            running_var[c])
 
 
 @njit
@@ -67,7 +59,7 @@ def _scale_channels(x, mul, add, out):
             a = mul[c]
             b = add[c]
             for i in range(inner):
-                out[o, c, i] = x[o, c, i] * a + b
+                out[o, c, i] = formulas.scale_shift(x[o, c, i], a, b)
 
 
 @kernel("batch_norm")
@@ -98,18 +90,7 @@ def _channel_sums(x, dy, shift, sums):
     outer, channels, inner = x.shape
     for o in range(outer):
         for c in range(channels):
-            k = shift[c]
-            sd = 0.0
-            sdd = 0.0
-            sg = 0.0
-            sgd = 0.0
-            for i in range(inner):
-                d = x[o, c, i] - k
-                g = dy[o, c, i]
-                sd += d
-                sdd += d * d
-                sg += g
-                sgd += g * d
+            sd, sdd, sg, sgd = formulas.channel_slice_sums(x, dy, o, c, shift[c], True)
             sums[0, c] += sd
             sums[1, c] += sdd
             sums[2, c] += sg
@@ -127,7 +108,7 @@ def _batch_norm_dx(x, dy, mean, mul_dy, mul_centred, add, dx):
             b = mul_centred[c]
             e = add[c]
             for i in range(inner):
-                dx[o, c, i] = dy[o, c, i] * a + (x[o, c, i] - m) * b + e
+                dx[o, c, i] = formulas.batch_norm_dx(x[o, c, i], dy[o, c, i], m, a, b, e)
 
 
 @kernel("batch_norm_grad")
@@ -172,19 +153,10 @@ def _layer_norm_rows(x, scale, bias, epsilon, y, mean, variance):
     """Per row: mean, biased variance (sums shifted by the row's first value) and y."""
     rows, width = x.shape
     for r in range(rows):
-        k = np.float64(x[r, 0])
-        sd = 0.0
-        sdd = 0.0
-        for j in range(width):
-            d = x[r, j] - k
-            sd += d
-            sdd += d * d
-        offset = sd / width
-        m = k + offset
-        v = max(sdd / width - offset * offset, 0.0)
+        m, v, _ = formulas.row_statistics(x, r)
         inv_std = 1.0 / np.sqrt(v + epsilon)
         for j in range(width):
-            y[r, j] = (x[r, j] - m) * inv_std * scale[j] + bias[j]
+            y[r, j] = formulas.normalise(x[r, j], m, inv_std, scale[j], bias[j])
         mean[r] = m
         variance[r] = v
 

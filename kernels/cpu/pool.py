@@ -11,10 +11,8 @@ import numpy as np
 from tape.geometry import pool_geometry
 from tape.registry import kernel
 
+from .. import formulas
 from ..jit import njit
-
-# Paddle's MaxPool starts from -FLT_MAX (what an all-padding window returns)
-_LOWEST = -3.4028234663852886e38
 
 
 def _axis_windows(size, out, k, stride, pad, adaptive):
@@ -54,12 +52,8 @@ def _max_pool(x, h0, h1, w0, w1, out):
         for c in range(x.shape[1]):
             for y in range(h0.size):
                 for ox in range(w0.size):
-                    best = _LOWEST
-                    for r in range(h0[y], h1[y]):
-                        for q in range(w0[ox], w1[ox]):
-                            if x[n, c, r, q] > best:
-                                best = x[n, c, r, q]
-                    out[n, c, y, ox] = best
+                    out[n, c, y, ox] = formulas.window_max(x, n, c, h0[y], h1[y], w0[ox],
+                                                           w1[ox])
 
 
 @njit
@@ -69,12 +63,10 @@ def _max_pool_grad(x, out, dout, h0, h1, w0, w1, dx):
         for c in range(x.shape[1]):
             for y in range(h0.size):
                 for ox in range(w0.size):
-                    found = False
-                    for r in range(h0[y], h1[y]):
-                        for q in range(w0[ox], w1[ox]):
-                            if not found and x[n, c, r, q] == out[n, c, y, ox]:
-                                dx[n, c, r, q] += dout[n, c, y, ox]
-                                found = True
+                    r, q = formulas.window_argmax(x, n, c, h0[y], h1[y], w0[ox], w1[ox],
+                                                  out[n, c, y, ox])
+                    if r >= 0:
+                        dx[n, c, r, q] += dout[n, c, y, ox]
 
 
 @njit
@@ -83,11 +75,8 @@ def _avg_pool(x, h0, h1, w0, w1, area, out):
         for c in range(x.shape[1]):
             for y in range(h0.size):
                 for ox in range(w0.size):
-                    total = 0.0
-                    for r in range(h0[y], h1[y]):
-                        for q in range(w0[ox], w1[ox]):
-                            total += x[n, c, r, q]
-                    out[n, c, y, ox] = total / area[y, ox]
+                    out[n, c, y, ox] = formulas.window_sum(x, n, c, h0[y], h1[y], w0[ox],
+                                                           w1[ox]) / area[y, ox]
 
 
 @njit
@@ -117,11 +106,8 @@ def _max_pool_2x2(x, out):
         first_out = np.uint64(row * out_w)
         for ox in range(out_w):
             i = top_left + np.uint64(2 * ox)
-            a, b = flat[i], flat[i + one]
-            c, d = flat[i + width], flat[i + width + one]
-            ab = a if a >= b else b
-            cd = c if c >= d else d
-            flat_out[first_out + np.uint64(ox)] = ab if ab >= cd else cd
+            flat_out[first_out + np.uint64(ox)] = formulas.max_of_four(
+                flat[i], flat[i + one], flat[i + width], flat[i + width + one])
 
 
 @njit
@@ -157,8 +143,8 @@ def _avg_pool_2x2(x, out):
         first_out = np.uint64(row * out_w)
         for ox in range(out_w):
             i = top_left + np.uint64(2 * ox)
-            flat_out[first_out + np.uint64(ox)] = (flat[i] + flat[i + one] + flat[i + width]
-                                                   + flat[i + width + one]) * 0.25
+            flat_out[first_out + np.uint64(ox)] = formulas.mean_of_four(
+                flat[i], flat[i + one], flat[i + width], flat[i + width + one])
 
 
 @njit

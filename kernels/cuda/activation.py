@@ -1,4 +1,5 @@
-"""Activation kernels on the GPU: one numba.cuda pass per gradient, and softmax by rows.
+"""Activation kernels on the GPU: one numba.cuda pass per gradient (the formulas of
+kernels/formulas.py, as on the CPU), and softmax by rows.
 
 The forward ufuncs (relu, sigmoid, tanh, exp, log, sqrt, square, abs, leaky_relu, softplus,
 pow, clip) and the ufunc-only gradients (exp_grad, log_grad, sqrt_grad, abs_grad, softplus_grad,
@@ -11,123 +12,63 @@ import math
 
 from numba import cuda
 
-from ..cpu.activation import _INV_SQRT_2PI, _SQRT_2_OVER_PI, _SQRT_HALF, _bounds
-from .device import array_module, cuda_kernel, launch
+from .. import formulas
+from ..cpu.activation import _bounds
+from .device import array_module, cuda_kernel, launch, pointwise
 
 
-def _pointwise(loop, a, dOut, *scalars):
-    """Run a one-pass gradient ``loop(a, dout, dx, *scalars)`` over flat views; dX has ``a``'s
-    shape and dtype."""
+def _pointwise(formula, a, dOut, *scalars):
+    """Run ``formula(a[i], dOut[i], *scalars)`` over flat views; dX has ``a``'s shape and
+    dtype."""
     xp = array_module(a, dOut)
     dx = xp.empty(a.shape, a.dtype)
-    launch(loop, dx.size, xp.ravel(a), xp.ravel(dOut), dx.reshape(-1), *scalars)
+    launch(pointwise(formula), dx.size, xp.ravel(a), xp.ravel(dOut), dx.reshape(-1), scalars)
     return dx
-
-
-@cuda.jit
-def _relu_grad(out, dout, dx):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if out[i] > 0 else 0.0
-
-
-@cuda.jit
-def _sigmoid_grad(out, dout, dx):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] * out[i] * (1.0 - out[i])
-
-
-@cuda.jit
-def _tanh_grad(out, dout, dx):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] * (1.0 - out[i] * out[i])
-
-
-@cuda.jit
-def _square_grad(x, dout, dx):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = 2.0 * dout[i] * x[i]
-
-
-@cuda.jit
-def _leaky_relu_grad(x, dout, dx, alpha):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if x[i] > 0 else alpha * dout[i]
-
-
-@cuda.jit
-def _clip_grad(x, dout, dx, low, high):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        dx[i] = dout[i] if low < x[i] < high else 0.0
 
 
 @cuda_kernel("relu_grad")
 def relu_grad(Out, dOut):
-    return _pointwise(_relu_grad, Out, dOut)
+    return _pointwise(formulas.relu_grad, Out, dOut)
 
 
 @cuda_kernel("sigmoid_grad")
 def sigmoid_grad(Out, dOut):
-    return _pointwise(_sigmoid_grad, Out, dOut)
+    return _pointwise(formulas.sigmoid_grad, Out, dOut)
 
 
 @cuda_kernel("tanh_grad")
 def tanh_grad(Out, dOut):
-    return _pointwise(_tanh_grad, Out, dOut)
+    return _pointwise(formulas.tanh_grad, Out, dOut)
 
 
 @cuda_kernel("square_grad")
 def square_grad(X, dOut):
-    return _pointwise(_square_grad, X, dOut)
+    return _pointwise(formulas.square_grad, X, dOut)
 
 
 @cuda_kernel("leaky_relu_grad")
 def leaky_relu_grad(X, dOut, alpha):
-    return _pointwise(_leaky_relu_grad, X, dOut, alpha)
+    return _pointwise(formulas.leaky_relu_grad, X, dOut, alpha)
 
 
 @cuda_kernel("clip_grad")
 def clip_grad(X, Min, Max, dOut, min, max):
     low, high = _bounds(Min, Max, min, max)
-    return _pointwise(_clip_grad, X, dOut, low, high)
-
-
-# ---- gelu: erf and tanh forms, forward and gradient ----
-
-@cuda.jit
-def _gelu(x, out, approximate):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        v = x[i]
-        if approximate:
-            out[i] = 0.5 * v * (1.0 + math.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
-        else:
-            out[i] = 0.5 * v * (1.0 + math.erf(v * _SQRT_HALF))
-
-
-@cuda.jit
-def _gelu_grad(x, dout, dx, approximate):
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        v = x[i]
-        if approximate:
-            t = math.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
-            slope = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * _SQRT_2_OVER_PI * (
-                1.0 + 3.0 * 0.044715 * v * v)
-        else:
-            slope = 0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * math.exp(-0.5 * v * v) * \
-                _INV_SQRT_2PI
-        dx[i] = dout[i] * slope
+    return _pointwise(formulas.clip_grad, X, dOut, low, high)
 
 
 @cuda_kernel("gelu")
 def gelu(X, approximate):
     xp = array_module(X)
-    out = xp.empty_like(X)
-    launch(_gelu, out.size, xp.ravel(X), out.reshape(-1), approximate)
+    out = xp.empty(X.shape, X.dtype)
+    launch(pointwise(formulas.gelu, inputs=1), out.size, xp.ravel(X), out.reshape(-1),
+           (approximate,))
     return out
 
 
 @cuda_kernel("gelu_grad")
 def gelu_grad(X, dOut, approximate):
-    return _pointwise(_gelu_grad, X, dOut, approximate)
+    return _pointwise(formulas.gelu_grad, X, dOut, approximate)
 
 
 # ---- softmax along an axis ----

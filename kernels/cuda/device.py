@@ -11,6 +11,7 @@ The simulator runs kernels as Python and type-checks nothing: tests/cuda/compile
 compiles them for the GPU. Kernels compare instead of calling ``max(a, b)``, which numba 0.68's
 built-in CUDA target fails to compile (numba-cuda, the maintained target, compiles it).
 """
+import functools
 import sys
 import types
 
@@ -104,6 +105,30 @@ def to_host(a) -> np.ndarray:
     """A device (or host) array as a new numpy array."""
     xp = array_module(a)
     return xp.asnumpy(a) if xp is not np else np.array(a, copy=True)
+
+
+@functools.cache
+def device_function(formula):
+    """A formula of ``kernels/formulas.py`` as a numba.cuda device function."""
+    return cuda.jit(device=True)(formula)
+
+
+@functools.cache
+def pointwise(formula, inputs=2):
+    """A kernel ``kernel(*arrays, out, scalars)`` setting ``out[i] = formula(*(a[i] for a in
+    arrays), *scalars)`` over ``inputs`` flat arrays (the CPU's ``kernels.jit.pointwise``, a
+    thread per element)."""
+    f = device_function(formula)
+    if inputs == 1:
+        def unary(a, out, scalars):
+            for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+                out[i] = f(a[i], *scalars)
+        return cuda.jit(unary)
+
+    def binary(a, b, out, scalars):
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            out[i] = f(a[i], b[i], *scalars)
+    return cuda.jit(binary)
 
 
 def launch(kernel, size: int, *args) -> None:

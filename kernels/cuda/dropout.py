@@ -4,20 +4,13 @@ The kernels are the CPU ones with the device array module and a numba.cuda launc
 the numba loop. The uniform draw is the CPU one, made on the host and copied to the device: a
 seed gives the same mask on every place.
 """
-from numba import cuda
-
+from .. import formulas
 from ..cpu import dropout as cpu
-from .device import cuda_kernel, launch, on_device, to_device
+from .device import cuda_kernel, launch, on_device, pointwise, to_device
 
 
-@cuda.jit
-def _masked_scale_kernel(values, keep, factor, out):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = values[i] * factor if keep[i] else 0.0
-
-
-def _masked_scale(values, keep, factor, out):
-    launch(_masked_scale_kernel, out.size, values, keep, factor, out)
+def _masked_scale(values, keep, out, scalars):
+    launch(pointwise(formulas.masked_scale), out.size, values, keep, out, scalars)
 
 
 class _DrawsToDevice:

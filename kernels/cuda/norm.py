@@ -2,7 +2,8 @@
 
 The kernels are the CPU ones with the device array module and with numba.cuda launches, of the
 same signatures, in place of their numba loops: the statistics and the gradient's per-channel
-algebra are written once. Sums are float64 as on the CPU. Per-channel sums add per (outer,
+algebra are written once, and so are the slice sums and per-element formulas
+(kernels/formulas.py). Sums are float64 as on the CPU. Per-channel sums add per (outer,
 channel) slice with float64 atomics; layer_norm runs a thread per row, and its Scale/Bias
 gradients a thread per column. ``float()`` on a loaded value makes the CUDA simulator sum in
 float64 too (numpy keeps ``0.0 + float32`` in float32; compiled numba promotes).
@@ -12,8 +13,14 @@ import math
 import numpy as np
 from numba import cuda
 
+from .. import formulas
 from ..cpu import norm as cpu
-from .device import array_module, cuda_kernel, launch, on_device
+from .device import array_module, cuda_kernel, device_function, launch, on_device
+
+_slice_sums_of = device_function(formulas.channel_slice_sums)
+_statistics_of = device_function(formulas.batch_statistics)
+_scale_shift = device_function(formulas.scale_shift)
+_batch_norm_dx_of = device_function(formulas.batch_norm_dx)
 
 
 @cuda.jit
@@ -23,19 +30,7 @@ def _slice_sums(x, dy, shift, with_dy, sums):
     outer, channels, inner = x.shape
     for e in range(cuda.grid(1), outer * channels, cuda.gridsize(1)):
         o, c = e // channels, e % channels
-        k = shift[c]
-        sd = 0.0
-        sdd = 0.0
-        sg = 0.0
-        sgd = 0.0
-        for i in range(inner):
-            d = x[o, c, i] - k
-            sd += d
-            sdd += d * d
-            if with_dy:
-                g = float(dy[o, c, i])
-                sg += g
-                sgd += g * d
+        sd, sdd, sg, sgd = _slice_sums_of(x, dy, o, c, shift[c], with_dy)
         cuda.atomic.add(sums, (0, c), sd)
         cuda.atomic.add(sums, (1, c), sdd)
         if with_dy:
@@ -47,12 +42,8 @@ def _slice_sums(x, dy, shift, with_dy, sums):
 def _finish_statistics(sums, shift, count, momentum, running_mean, running_var, mean,
                        variance):
     for c in range(cuda.grid(1), mean.size, cuda.gridsize(1)):
-        m = sums[0, c] / count
-        mean[c] = shift[c] + m
-        v = sums[1, c] / count - m * m
-        variance[c] = v if v > 0.0 else 0.0
-        running_mean[c] = momentum * running_mean[c] + (1.0 - momentum) * mean[c]
-        running_var[c] = momentum * running_var[c] + (1.0 - momentum) * variance[c]
+        mean[c], variance[c], running_mean[c], running_var[c] = _statistics_of(
+            sums[0, c], sums[1, c], shift[c], count, momentum, running_mean[c], running_var[c])
 
 
 def _batch_statistics(x, momentum, running_mean, running_var, mean, variance):
@@ -76,7 +67,7 @@ def _scale_channels_kernel(x, mul, add, out):
     outer, channels, inner = x.shape
     for e in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         o, c, i = e // (channels * inner), (e // inner) % channels, e % inner
-        out[o, c, i] = x[o, c, i] * mul[c] + add[c]
+        out[o, c, i] = _scale_shift(x[o, c, i], mul[c], add[c])
 
 
 @cuda.jit
@@ -84,7 +75,8 @@ def _batch_norm_dx_kernel(x, dy, mean, mul_dy, mul_centred, add, dx):
     outer, channels, inner = x.shape
     for e in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         o, c, i = e // (channels * inner), (e // inner) % channels, e % inner
-        dx[o, c, i] = dy[o, c, i] * mul_dy[c] + (x[o, c, i] - mean[c]) * mul_centred[c] + add[c]
+        dx[o, c, i] = _batch_norm_dx_of(x[o, c, i], dy[o, c, i], mean[c], mul_dy[c],
+                                        mul_centred[c], add[c])
 
 
 def _scale_channels(x, mul, add, out):
@@ -107,21 +99,8 @@ cuda_kernel("batch_norm_grad")(on_device(
 
 # ---- layer_norm ----
 
-@cuda.jit(device=True)
-def _row_statistics(x, r):
-    """(mean, biased variance, mean - first value) of row r in float64, from sums shifted by
-    the row's first value."""
-    width = x.shape[1]
-    k = float(x[r, 0])
-    sd = 0.0
-    sdd = 0.0
-    for j in range(width):
-        d = float(x[r, j]) - k
-        sd += d
-        sdd += d * d
-    offset = sd / width
-    variance = sdd / width - offset * offset
-    return k + offset, (variance if variance > 0.0 else 0.0), offset
+_row_statistics = device_function(formulas.row_statistics)
+_normalise = device_function(formulas.normalise)
 
 
 @cuda.jit
@@ -131,7 +110,7 @@ def _layer_norm_rows_kernel(x, scale, bias, epsilon, y, mean, variance):
         m, v, _ = _row_statistics(x, r)
         inv_std = 1.0 / math.sqrt(v + epsilon)
         for j in range(width):
-            y[r, j] = (float(x[r, j]) - m) * inv_std * scale[j] + bias[j]
+            y[r, j] = _normalise(x[r, j], m, inv_std, scale[j], bias[j])
         mean[r] = m
         variance[r] = v
 

@@ -2,51 +2,45 @@
 
 The kernels are the CPU ones with device-side flattening and write-back and numba.cuda launches,
 of the same signatures, in place of their numba loops: the scalar algebra (bias corrections,
-decay, the dtype it runs in) is written once. The scalars (learning rate, beta powers) are read
-to the host, as on the CPU, so the arithmetic runs in the same dtype.
+decay, the dtype it runs in) is written once, and so is each element's update
+(kernels/formulas.py). The scalars (learning rate, beta powers) are read to the host, as on the
+CPU, so the arithmetic runs in the same dtype.
 """
-import math
-
 from numba import cuda
 
+from .. import formulas
 from ..cpu import optimizer as cpu
-from .device import array_module, cuda_kernel, launch, on_device, with_globals
+from .device import array_module, cuda_kernel, device_function, launch, on_device, with_globals
+
+_sgd = device_function(formulas.sgd)
+_momentum = device_function(formulas.momentum)
+_adam = device_function(formulas.adam)
 
 
 @cuda.jit
 def _sgd_kernel(param, grad, lr):
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        param[i] -= lr * grad[i]
+        param[i] = _sgd(param[i], grad[i], lr)
 
 
 @cuda.jit
 def _momentum_kernel(param, grad, velocity, lr, mu, l2, rescale, nesterov):
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        g = grad[i] * rescale
-        if l2 != 0:
-            g += l2 * param[i]
-        v = mu * velocity[i] + g
-        velocity[i] = v
-        if nesterov:
-            param[i] -= (g + mu * v) * lr
-        else:
-            param[i] -= lr * v
+        param[i], velocity[i] = _momentum(param[i], grad[i], velocity[i], lr, mu, l2, rescale,
+                                          nesterov)
 
 
 @cuda.jit
 def _adam_kernel(param, grad, moment1, moment2, moment2_max, beta1, rest1, beta2, rest2, lr_t,
                  eps_t, keep, amsgrad):
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        g = grad[i]
-        m = beta1 * moment1[i] + rest1 * g
-        v = beta2 * moment2[i] + rest2 * g * g
-        moment1[i] = m
-        moment2[i] = v
+        # without amsgrad moment2_max is empty, and the formula reads no maximum
+        top = moment2_max[i] if amsgrad else moment2[i]
+        param[i], moment1[i], moment2[i], top = _adam(
+            param[i], grad[i], moment1[i], moment2[i], top, beta1, rest1, beta2, rest2, lr_t,
+            eps_t, keep, amsgrad)
         if amsgrad:
-            if moment2_max[i] > v:
-                v = moment2_max[i]
-            moment2_max[i] = v
-        param[i] = param[i] * keep - lr_t * (m / (math.sqrt(v) + eps_t))
+            moment2_max[i] = top
 
 
 def _sgd_fused(param, grad, lr):

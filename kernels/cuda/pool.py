@@ -9,8 +9,15 @@ import functools
 
 from numba import cuda
 
-from ..cpu.pool import _LOWEST, _areas, _windows
-from .device import array_module, cuda_kernel, launch
+from .. import formulas
+from ..cpu.pool import _areas, _windows
+from .device import array_module, cuda_kernel, device_function, launch
+
+_window_max = device_function(formulas.window_max)
+_window_argmax = device_function(formulas.window_argmax)
+_window_sum = device_function(formulas.window_sum)
+_max_of_four = device_function(formulas.max_of_four)
+_mean_of_four = device_function(formulas.mean_of_four)
 
 
 @cuda.jit
@@ -19,12 +26,7 @@ def _max_pool(x, h0, h1, w0, w1, out):
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         ox, y = e % out_w, (e // out_w) % out_h
         n, c = e // (out_w * out_h * channels), (e // (out_w * out_h)) % channels
-        best = _LOWEST
-        for r in range(h0[y], h1[y]):
-            for q in range(w0[ox], w1[ox]):
-                if x[n, c, r, q] > best:
-                    best = x[n, c, r, q]
-        out[n, c, y, ox] = best
+        out[n, c, y, ox] = _window_max(x, n, c, h0[y], h1[y], w0[ox], w1[ox])
 
 
 @cuda.jit
@@ -34,13 +36,9 @@ def _max_pool_grad(x, out, dout, h0, h1, w0, w1, dx):
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         ox, y = e % out_w, (e // out_w) % out_h
         n, c = e // (out_w * out_h * channels), (e // (out_w * out_h)) % channels
-        top = out[n, c, y, ox]
-        found = False
-        for r in range(h0[y], h1[y]):
-            for q in range(w0[ox], w1[ox]):
-                if not found and x[n, c, r, q] == top:
-                    cuda.atomic.add(dx, (n, c, r, q), dout[n, c, y, ox])
-                    found = True
+        r, q = _window_argmax(x, n, c, h0[y], h1[y], w0[ox], w1[ox], out[n, c, y, ox])
+        if r >= 0:
+            cuda.atomic.add(dx, (n, c, r, q), dout[n, c, y, ox])
 
 
 @cuda.jit
@@ -49,11 +47,7 @@ def _avg_pool(x, h0, h1, w0, w1, area, out):
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         ox, y = e % out_w, (e // out_w) % out_h
         n, c = e // (out_w * out_h * channels), (e // (out_w * out_h)) % channels
-        total = 0.0
-        for r in range(h0[y], h1[y]):
-            for q in range(w0[ox], w1[ox]):
-                total += x[n, c, r, q]
-        out[n, c, y, ox] = total / area[y, ox]
+        out[n, c, y, ox] = _window_sum(x, n, c, h0[y], h1[y], w0[ox], w1[ox]) / area[y, ox]
 
 
 @cuda.jit
@@ -75,9 +69,7 @@ def _max_pool_2x2(x, out, out_w):
     width = 2 * out_w
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i = 2 * (e // out_w) * width + 2 * (e % out_w)     # the window's top-left cell
-        ab = x[i] if x[i] >= x[i + 1] else x[i + 1]
-        cd = x[i + width] if x[i + width] >= x[i + width + 1] else x[i + width + 1]
-        out[e] = ab if ab >= cd else cd
+        out[e] = _max_of_four(x[i], x[i + 1], x[i + width], x[i + width + 1])
 
 
 @cuda.jit
@@ -101,7 +93,7 @@ def _avg_pool_2x2(x, out, out_w):
     width = 2 * out_w
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i = 2 * (e // out_w) * width + 2 * (e % out_w)
-        out[e] = (x[i] + x[i + 1] + x[i + width] + x[i + width + 1]) * 0.25
+        out[e] = _mean_of_four(x[i], x[i + 1], x[i + width], x[i + width + 1])
 
 
 @cuda.jit

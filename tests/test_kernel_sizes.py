@@ -1,0 +1,33 @@
+"""Kernels that run numpy below a size and a numba loop from it on: both paths agree (bit for bit
+where they compute the same formula), whichever size the other tests happen to use."""
+import numpy as np
+import pytest
+
+from tape.kernels.cpu import activation, optimizer
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    """Every threshold at infinity (numpy everywhere) or 0 (numba everywhere)."""
+    limit = float("inf") if request.param == "numpy" else 0
+    monkeypatch.setattr(activation, "RELU_GRAD_NUMBA_FROM", limit)
+    monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
+    return request.param
+
+
+def _values(dtype, shape=(5, 7), seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    a.flat[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30]
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_grad_and_sgd_are_bit_for_bit_the_formulas(path, dtype):
+    out, dout = np.maximum(_values(dtype), 0), _values(dtype, seed=1)[:, ::-1]
+    expected = np.where(out > 0, dout, dtype(0))
+    assert activation.relu_grad(out, dout).tobytes() == expected.tobytes()
+    param, grad, lr = _values(dtype), _values(dtype, seed=2), np.array([0.25], dtype)
+    with np.errstate(invalid="ignore"):
+        expected = param - lr[0] * grad
+    optimizer.sgd(param, lr, grad, None)
+    assert param.tobytes() == expected.tobytes()
