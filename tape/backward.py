@@ -29,9 +29,10 @@ from .variable import Variable
 
 class _Prepared:
     """A grad step bound to one forward CallPlan: the grad op's own CallPlan (the forward's
-    place, dtype and attributes), its slots' bindings, and the output slots it must compute."""
+    place, dtype and attributes), its slots' bindings, the output slots it must compute, and
+    ``run(h, grads, temps, leaves, summed)``, the step written out for these bindings."""
 
-    __slots__ = ("ins", "outs", "wants", "plan")
+    __slots__ = ("ins", "outs", "wants", "plan", "run")
 
     def __init__(self, step: GradStep, forward: CallPlan):
         self.ins = step.ins
@@ -45,6 +46,76 @@ class _Prepared:
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
+        self.run = _write_out(self)
+
+
+def _write_out(p: _Prepared):
+    """``run(h, grads, temps, leaves, summed)`` for ``p``: straight code that gathers the grad
+    op's inputs, invokes it and adds each gradient it writes to what arrived for its forward
+    input (or keeps it as a temporary). A variable's gradient parts are summed into a new array,
+    which takes any further parts in place (a kernel's output may be shared, so it is never
+    written)."""
+    lines = ["def run(h, grads, temps, leaves, summed):",
+             "    ins, outs = h.inputs, h.outputs",
+             "    args = {}"]
+    for slot, duplicable, bound in p.ins:
+        if duplicable:
+            values = ", ".join(_value_expression(*ref) for ref in bound)
+            lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
+        elif bound:
+            lines.append(f"    args[{slot!r}] = {_value_expression(*bound[0])}")
+    lines.append("    result = invoke(p.plan, args, p.wants, "
+                 "_grad_names(p, h) if flags.checking else None)")
+    for n, (slot, duplicable, bound) in enumerate(p.outs):
+        if slot not in p.wants:
+            continue
+        for j, (kind, fslot, i, kept) in enumerate(bound):
+            if not kept:
+                continue
+            lines.append(f"    g = result[{n}][{j}] if result[{n}] is not None else None"
+                         if duplicable else f"    g = result[{n}]")
+            lines.append("    if g is not None:")
+            if kind == TEMP:
+                lines.append(f"        temps[{fslot!r}] = g")
+                continue
+            lines += [f"        e = ins[{fslot!r}][{i}]",
+                      "        if type(e) is Variable:",
+                      "            d = e.desc",
+                      "            if e._tape == 0:",
+                      "                leaves[d] = e",
+                      "        else:",
+                      "            d = e",
+                      "        old = grads.get(d)",
+                      "        if old is None:",
+                      "            grads[d] = g",
+                      "        elif d in summed:    # a sum made earlier: nothing else holds it",
+                      "            old += g",
+                      "            grads[d] = old   # (a 0-d sum is a numpy scalar: += made a "
+                      "new one)",
+                      "        else:",
+                      "            grads[d] = old + g",
+                      "            summed.add(d)"]
+    namespace = {"p": p, "invoke": invoke, "flags": _flags, "Variable": Variable,
+                 "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
+                 "_shape_of": _shape_of}
+    exec(compile("\n".join(lines), f"<backward of {p.plan.info.type}>", "exec"), namespace)
+    return namespace["run"]
+
+
+def _value_expression(kind: int, fslot: str, i: int) -> str:
+    """What a written-out step evaluates for a grad-op input bound as ``(kind, fslot, i)``:
+    None for an optional gradient that never arrived."""
+    if kind == FWD_IN:
+        return f"ins[{fslot!r}][{i}]._value"
+    if kind == FWD_OUT:
+        return f"outs[{fslot!r}][{i}]._value"
+    if kind == TEMP:
+        return f"temps[{fslot!r}]"
+    if kind == OUT_GRAD:
+        return f"_out_grad(h, grads, outs[{fslot!r}][{i}])"
+    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
+        return f"grads.get(_desc({'outs' if kind == OPT_OUT_GRAD else 'ins'}[{fslot!r}][{i}]))"
+    return f"_shape_of({'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}])"
 
 
 def prepare(plan: CallPlan, counts) -> tuple:
@@ -88,61 +159,18 @@ def _desc(entry):
     return entry.desc if type(entry) is Variable else entry
 
 
-def _bound_value(kind, fslot, i, h, grads, temps):
-    """The array a grad-op input bound as ``(kind, fslot, i)`` gets; None for an optional
-    gradient that never arrived."""
-    if kind == FWD_IN:
-        return h.inputs[fslot][i]._value
-    if kind == OUT_GRAD:
-        d = _desc(h.outputs[fslot][i])
-        g = grads.get(d)
-        return g if g is not None else h.plan.place.array_module().zeros(
-            d.shape, dtypes.to_numpy(d.dtype))
-    if kind == FWD_OUT:
-        return h.outputs[fslot][i]._value
-    if kind == TEMP:
-        return temps[fslot]
-    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
-        return grads.get(_desc((h.outputs if kind == OPT_OUT_GRAD else h.inputs)[fslot][i]))
-    d = _desc((h.inputs if kind == META_IN else h.outputs)[fslot][i])
+def _out_grad(h, grads, entry):
+    """The gradient of forward output ``entry``, zeros when none arrived."""
+    d = _desc(entry)
+    g = grads.get(d)
+    return g if g is not None else h.plan.place.array_module().zeros(
+        d.shape, dtypes.to_numpy(d.dtype))
+
+
+def _shape_of(entry) -> np.ndarray:
+    """A shape-only stand-in for forward value ``entry`` (a no-need-buffer input)."""
+    d = _desc(entry)
     return shape_only(d.shape, d.dtype)
-
-
-def _run_step(p: _Prepared, h, grads, temps, leaves, summed):
-    args = {}
-    for slot, duplicable, bound in p.ins:
-        if duplicable:
-            values = [_bound_value(*ref, h, grads, temps) for ref in bound]
-            args[slot] = [v for v in values if v is not None]
-        elif bound:
-            args[slot] = _bound_value(*bound[0], h, grads, temps)
-    result = invoke(p.plan, args, p.wants, _grad_names(p, h) if _flags.checking else None)
-    inputs = h.inputs
-    for (slot, duplicable, bound), value in zip(p.outs, result):
-        if value is None or slot not in p.wants:
-            continue
-        for (kind, fslot, i, kept), g in zip(bound, value if duplicable else (value,)):
-            if g is None or not kept:
-                continue
-            if kind == TEMP:
-                temps[fslot] = g
-                continue
-            e = inputs[fslot][i]
-            if type(e) is Variable:
-                d = e.desc
-                if e._tape == 0:
-                    leaves[d] = e
-            else:
-                d = e
-            old = grads.get(d)
-            if old is None:
-                grads[d] = g
-            elif d in summed:
-                old += g        # a sum made below: no kernel or Variable holds it
-                grads[d] = old     # (a 0-d sum is a numpy scalar: += made a new one)
-            else:
-                grads[d] = old + g
-                summed.add(d)
 
 
 def _grad_names(p: _Prepared, h) -> dict:
@@ -156,10 +184,9 @@ def _grad_names(p: _Prepared, h) -> dict:
 def run_backward(ops: list, seeds: dict) -> None:
     """Replay ``ops`` (a spent tape's handles) in reverse from ``{VarDesc: seed gradient}``.
 
-    Pops each handle as it is done, so what it kept is freed with it. A variable's gradient
-    parts are summed into a new array, which takes any further parts in place (a kernel's
-    output may be shared, so it is never written); leaves get the total in ``.grad``, added
-    out of place to what it held. Gradients are keyed by VarDesc: one per variable.
+    Pops each handle as it is done, so what it kept is freed with it. Gradients are keyed by
+    VarDesc, one per variable; leaves get theirs in ``.grad``, added out of place to what it
+    held.
     """
     grads = dict(seeds)
     leaves = {}
@@ -175,7 +202,7 @@ def run_backward(ops: list, seeds: dict) -> None:
             continue
         plan = h.plan
         for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h)):
-            _run_step(p, h, grads, temps, leaves, summed)
+            p.run(h, grads, temps, leaves, summed)
         temps.clear()
         for d in outs:
             grads.pop(d, None)
