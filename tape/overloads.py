@@ -152,7 +152,6 @@ def _arg(op_type: str, what: str):
     return arg
 
 
-Variable.prod = prod
 Variable.argmax = _arg("arg_max", "largest")
 Variable.argmin = _arg("arg_min", "smallest")
 
@@ -215,20 +214,12 @@ def log_softmax(self, axis: int = -1) -> Variable:
     return ops.log_softmax(self, axis=axis)
 
 
-Variable.reshape = reshape
-Variable.transpose = transpose
+for _method in (prod, reshape, transpose, flatten, squeeze, unsqueeze, astype, clip, softmax,
+                log_softmax, ops.exp, ops.log, ops.sqrt, ops.tanh, ops.sigmoid, ops.relu, ops.abs):
+    setattr(Variable, _method.__name__, _method)
+del _method
 Variable.T = property(transpose, doc="The axes reversed (``x.T`` of a matrix: its transpose).")
-Variable.flatten = flatten
-Variable.squeeze = squeeze
-Variable.unsqueeze = unsqueeze
-Variable.astype = astype
-Variable.clip = clip
-Variable.softmax = softmax
-Variable.log_softmax = log_softmax
 Variable.matmul = _binary("matmul_v2")
-for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs"):
-    setattr(Variable, _name, getattr(ops, _name))
-del _name
 
 
 # --- indexing: numpy's rules, recorded as slice, gather, squeeze2 and unsqueeze2 ---
