@@ -26,6 +26,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tape  # noqa: E402
+from tape import functional as F  # noqa: E402
 from tape import layers, optim  # noqa: E402
 from tape.variable import Variable  # noqa: E402
 
@@ -67,7 +68,7 @@ class CharLSTM(layers.Layer):
         ``(h, c)``, each (1, 1, hidden)."""
         embedded = self.embed(Variable(ids[:, None]))     # (T, 1, embed): time-major, batch 1
         hidden, state = self.lstm(embedded, state)        # (T, 1, hidden)
-        return self.out(tape.ops.squeeze2(hidden, axes=[1])), state
+        return self.out(hidden.squeeze(1)), state
 
 
 def train(steps=3000, hidden=128, embed=32, lr=0.005, min_len=16, max_len=64, seed=0,
@@ -92,8 +93,7 @@ def train(steps=3000, hidden=128, embed=32, lr=0.005, min_len=16, max_len=64, se
         chunk = data[at:at + length + 1]
         tape.reset_global_tape()                          # a fresh tape per sequence
         logits, _ = model(chunk[:-1])
-        _, losses = tape.ops.softmax_with_cross_entropy(logits, Variable(chunk[1:, None]))
-        loss = tape.ops.mean(losses)
+        loss = F.cross_entropy(logits, chunk[1:])
         loss.backward()
         optimizer(params)
         window.append(float(loss.value()))

@@ -26,7 +26,7 @@ class SmallCNN(layers.Layer):
 
     def __call__(self, x):
         h = self.pool(self.conv2(self.pool(self.conv1(x))))
-        return self.fc(tape.ops.reshape2(h, shape=(0, -1)))
+        return self.fc(h.flatten(1))
 
 
 def main():

@@ -22,6 +22,7 @@ from sklearn.model_selection import train_test_split
 from tqdm import tqdm
 
 import tape
+from tape import functional as F
 from tape import layers, optim
 
 
@@ -52,9 +53,7 @@ def train(model, params, x_train, y_train, args, optimizer=None) -> float:
         for i in range(0, len(order), args.batch):
             idx = order[i:i + args.batch]
             tape.reset_global_tape()
-            x, y = tape.Variable(x_train[idx]), tape.Variable(y_train[idx])
-            _, loss = tape.ops.softmax_with_cross_entropy(model(x), y)
-            loss = tape.ops.mean(loss)
+            loss = F.cross_entropy(model(tape.Variable(x_train[idx])), y_train[idx])
             loss.backward()
             opt(params)
             bar.update()

@@ -35,8 +35,8 @@ class DigitTransformer(layers.Layer):
         self.classify = layers.Linear(d_model, 10)
 
     def __call__(self, x):
-        h = tape.ops.elementwise_add(self.embed(x), self.position)    # (N, 8, d) + (8, d)
-        h = tape.ops.reduce_mean(self.encoder(h), dim=[1])            # mean over the rows
+        h = self.embed(x) + self.position                 # (N, 8, d) + (8, d)
+        h = self.encoder(h).mean(axis=1)                  # mean over the rows
         return self.classify(h)
 
 

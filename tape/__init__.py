@@ -4,6 +4,7 @@
 from . import dtypes, ops  # noqa: I001,F401
 from .kernels import cpu as _cpu_kernels  # noqa: F401
 from . import checkpoint, overloads, static  # noqa: F401
+from . import functional  # noqa: F401
 from .desc import BlockDesc, OpDesc, ProgramDesc, VarDesc  # noqa: F401
 from .errors import (  # noqa: F401
     InvalidArgumentError,

@@ -107,13 +107,16 @@ class Attr:
         self.default = None if default is None else self.coerce("<proto>", default)
 
     def coerce(self, op_type: str, value):
-        """Type-check and normalise a value (lists become tuples); raise naming op and attribute."""
+        """Type-check and normalise a value (lists, and a single element of a list type, become
+        tuples); raise naming op and attribute."""
         if self.type in _SCALAR_TYPES:
             ok, cast = _SCALAR_TYPES[self.type]
             good = ok(value)
             value = cast(value) if good else value
         else:
             ok, cast = _SCALAR_TYPES[_LIST_TYPES[self.type]]
+            if ok(value):   # a single element stands for a one-element list: dim=0, axes=1
+                value = (value,)
             good = isinstance(value, (list, tuple)) and all(ok(x) for x in value)
             value = tuple(cast(x) for x in value) if good else value
         if not good:

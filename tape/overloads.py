@@ -1,64 +1,354 @@
-"""Variable's Python operators, mapped onto registered ops."""
+"""Variable's Python operators and methods, each recorded as registered ops.
+
+The other operand of an arithmetic operator or a comparison may be a Variable, a Python number,
+or a numpy scalar or array, on either side; numbers and numpy values become constants of the
+Variable's dtype, so ``x * 0.5`` stays float32 and ``np.ones(3) * x`` is recorded too.
+"""
+from __future__ import annotations
+
+import numbers
+
 import numpy as np
 
-from . import ops
-from .variable import Variable
+from . import dtypes, ops
+from .errors import InvalidArgumentError
+from .variable import Variable, reading_values_allowed
+
+# numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
+# turning the Variable into an array; the identity hash stays (Variables key dicts and sets)
+Variable.__array_ufunc__ = None
+Variable.__hash__ = object.__hash__
 
 
-def _constant_like(x: Variable, value) -> Variable:
-    return Variable(np.asarray(value, dtype=x.dtype))
+def _number(other):
+    """``other`` as a Python float when it is a real number or a 0-D numpy value, else None."""
+    if isinstance(other, numbers.Real) or isinstance(other, np.ndarray) and other.ndim == 0:
+        return float(other)
+    return None
 
 
-def _add(self, other):
+def _operand(x: Variable, other):
+    """``other`` beside ``x`` as a Variable (a constant of x's dtype), or None if unsupported."""
     if isinstance(other, Variable):
-        return ops.elementwise_add(self, other)
-    return ops.scale(self, scale=1.0, bias=float(other))
+        return other
+    if isinstance(other, (numbers.Number, np.ndarray, np.generic)):
+        return Variable(np.asarray(other, dtype=x.dtype), place=x.place)
+    return None
 
 
-def _sub(self, other):
-    if isinstance(other, Variable):
-        return ops.elementwise_sub(self, other)
-    return ops.scale(self, scale=1.0, bias=-float(other))
+def _binary(op_type: str, by_number=None, reflected: bool = False):
+    """An operator running ``op_type`` on (self, other), or on (other, self) when ``reflected``;
+    ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op."""
+    op = getattr(ops, op_type)
+
+    def operator(self, other):
+        if by_number is not None and self.dtype.kind == "f":
+            c = _number(other)
+            if c is not None:
+                return by_number(self, c)
+        y = _operand(self, other)
+        if y is None:
+            return NotImplemented
+        return op(y, self) if reflected else op(self, y)
+    return operator
 
 
-def _rsub(self, other):
-    return ops.scale(self, scale=-1.0, bias=float(other))
-
-
-def _mul(self, other):
-    if isinstance(other, Variable):
-        return ops.elementwise_mul(self, other)
-    return ops.scale(self, scale=float(other))
-
-
-def _truediv(self, other):
-    if isinstance(other, Variable):
-        return ops.elementwise_div(self, other)
-    return ops.scale(self, scale=1.0 / float(other))
-
-
-def _rtruediv(self, other):
-    return ops.elementwise_div(_constant_like(self, other), self)
-
-
-def _matmul(self, other):
-    return ops.matmul_v2(self, other)
-
-
-def _rmatmul(self, other):
-    return ops.matmul_v2(Variable(other), self)
+Variable.__add__ = Variable.__radd__ = _binary(
+    "elementwise_add", lambda x, c: ops.scale(x, bias=c))
+Variable.__sub__ = _binary("elementwise_sub", lambda x, c: ops.scale(x, bias=-c))
+Variable.__rsub__ = _binary(
+    "elementwise_sub", lambda x, c: ops.scale(x, scale=-1.0, bias=c), reflected=True)
+Variable.__mul__ = Variable.__rmul__ = _binary(
+    "elementwise_mul", lambda x, c: ops.scale(x, scale=c))
+Variable.__truediv__ = _binary("elementwise_div", lambda x, c: ops.scale(x, scale=1.0 / c)
+                               if c else ops.elementwise_div(x, _operand(x, c)))
+Variable.__rtruediv__ = _binary("elementwise_div", reflected=True)
+Variable.__pow__ = _binary("elementwise_pow", lambda x, c: ops.pow(x, factor=c))
+Variable.__rpow__ = _binary("elementwise_pow", reflected=True)
+Variable.__matmul__ = _binary("matmul_v2")
+Variable.__rmatmul__ = _binary("matmul_v2", reflected=True)
+Variable.__lt__ = _binary("less_than")
+Variable.__le__ = _binary("less_equal")
+Variable.__gt__ = _binary("greater_than")
+Variable.__ge__ = _binary("greater_equal")
+Variable.__eq__ = _binary("equal")
+Variable.__ne__ = _binary("not_equal")
 
 
 def _neg(self):
     return ops.scale(self, scale=-1.0)
 
 
-Variable.__add__ = Variable.__radd__ = _add
-Variable.__sub__ = _sub
-Variable.__rsub__ = _rsub
-Variable.__mul__ = Variable.__rmul__ = _mul
-Variable.__truediv__ = _truediv
-Variable.__rtruediv__ = _rtruediv
-Variable.__matmul__ = _matmul
-Variable.__rmatmul__ = _rmatmul
 Variable.__neg__ = _neg
+Variable.__abs__ = ops.abs
+
+
+# --- methods: Paddle's names and defaults (axis, keepdim), as numpy and PyTorch spell them ---
+
+def _axes(x: Variable, axis) -> list:
+    """``axis`` (an int or a sequence of ints, negative from the end) as a list of axes."""
+    axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    return [a + x.ndim if a < 0 else a for a in axes]
+
+
+def _reduction(op_type: str, doc: str):
+    op = getattr(ops, op_type)
+
+    def reduce(self, axis=None, keepdim: bool = False) -> Variable:
+        if axis is None:
+            return op(self, dim=list(range(self.ndim)), keep_dim=keepdim, reduce_all=True)
+        return op(self, dim=_axes(self, axis), keep_dim=keepdim)
+    reduce.__name__ = reduce.__qualname__ = op_type.removeprefix("reduce_")
+    reduce.__doc__ = (f"{doc} over ``axis`` (an int, a list of them, or None for every axis); "
+                      f"``keepdim`` keeps the reduced axes with size 1.")
+    return reduce
+
+
+Variable.sum = _reduction("reduce_sum", "The sum")
+Variable.mean = _reduction("reduce_mean", "The mean")
+Variable.max = _reduction("reduce_max", "The largest element")
+Variable.min = _reduction("reduce_min", "The smallest element")
+
+
+def _slice(x: Variable, axis: int, start: int, stop: int) -> Variable:
+    return ops.slice(x, axes=[axis], starts=[start], ends=[stop])
+
+
+def _prod_along(x: Variable, axis: int) -> Variable:
+    """The product over one axis, kept with size 1: halves multiplied pairwise, log2(n) levels
+    (exact gradients, zeros included)."""
+    n = x.shape[axis]
+    if n < 0:
+        raise InvalidArgumentError(f"prod: axis {axis} of {x.name} has an unknown size "
+                                   f"(shape {list(x.shape)}); prod needs it known")
+    while n > 1:
+        half = n // 2
+        paired = _slice(x, axis, 0, half) * _slice(x, axis, half, 2 * half)
+        x = paired if n % 2 == 0 else ops.concat([paired, _slice(x, axis, n - 1, n)], axis=axis)
+        n = half + n % 2
+    return x
+
+
+def prod(self, axis=None, keepdim: bool = False) -> Variable:
+    """The product over ``axis`` (an int, a list of them, or None for every axis); ``keepdim``
+    keeps the reduced axes with size 1."""
+    axes = list(range(self.ndim)) if axis is None else _axes(self, axis)
+    out = self
+    for a in axes:
+        out = _prod_along(out, a)
+    return out if keepdim or not axes else ops.squeeze2(out, axes=axes)
+
+
+def _arg(op_type: str, what: str):
+    op = getattr(ops, op_type)
+
+    def arg(self, axis=None, keepdim: bool = False) -> Variable:
+        if axis is None:
+            return op(self, axis=0, flatten=True)
+        return op(self, axis=axis, keepdims=keepdim)
+    arg.__name__ = arg.__qualname__ = op_type.replace("_", "")
+    arg.__doc__ = (f"The int64 index of the {what} element along ``axis`` (of the flattened "
+                   f"Variable when None).")
+    return arg
+
+
+Variable.argmax = _arg("arg_max", "largest")
+Variable.argmin = _arg("arg_min", "smallest")
+
+
+def _dims(dims) -> list:
+    """``f(2, 3)`` or ``f((2, 3))`` -> [2, 3]."""
+    return list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else list(dims)
+
+
+def reshape(self, *shape) -> Variable:
+    """The same elements in ``shape`` (``x.reshape(2, -1)`` or ``x.reshape((2, -1))``); -1
+    infers one dim and 0 copies the input's, as in Paddle's reshape."""
+    return ops.reshape2(self, shape=_dims(shape))
+
+
+def transpose(self, *perm) -> Variable:
+    """The axes permuted by ``perm`` (``x.transpose(1, 0)``); all reversed when none is given."""
+    perm = _dims(perm) or list(range(self.ndim))[::-1]
+    return ops.transpose2(self, axis=perm)
+
+
+def flatten(self, start_axis: int = 0, stop_axis: int = -1) -> Variable:
+    """Axes ``start_axis`` to ``stop_axis`` (inclusive) merged into one."""
+    if self.ndim == 0:
+        return ops.reshape2(self, shape=[1])
+    start, stop = _axes(self, [start_axis, stop_axis])
+    return ops.flatten_contiguous_range(self, start_axis=start, stop_axis=stop)
+
+
+def squeeze(self, axis=None) -> Variable:
+    """The size-1 axes removed: those in ``axis`` (an int or a list), or all when None."""
+    return ops.squeeze2(self, axes=[] if axis is None else _axes(self, axis))
+
+
+def unsqueeze(self, axis) -> Variable:
+    """Size-1 axes inserted at ``axis`` (an int or a list), as positions in the result."""
+    return ops.unsqueeze2(self, axes=axis)
+
+
+def astype(self, dtype) -> Variable:
+    """The values converted to ``dtype`` (a numpy dtype, or its name: ``"float64"``); gradients
+    flow between floating dtypes."""
+    code = dtypes.from_numpy(np.dtype(dtype))
+    return self if code == self.desc.dtype else ops.cast(self, out_dtype=code)
+
+
+def clip(self, min=None, max=None) -> Variable:  # noqa: A002 (Paddle's and PyTorch's names)
+    """Each element limited to ``[min, max]`` (None: no limit on that side)."""
+    return ops.clip(self, min=-np.inf if min is None else float(min),
+                    max=np.inf if max is None else float(max))
+
+
+def softmax(self, axis: int = -1) -> Variable:
+    """``exp(x) / sum(exp(x))`` along ``axis``."""
+    return ops.softmax(self, axis=axis)
+
+
+def log_softmax(self, axis: int = -1) -> Variable:
+    """``x - logsumexp(x)`` along ``axis``."""
+    return ops.log_softmax(self, axis=axis)
+
+
+for _method in (prod, reshape, transpose, flatten, squeeze, unsqueeze, astype, clip, softmax,
+                log_softmax, ops.exp, ops.log, ops.sqrt, ops.tanh, ops.sigmoid, ops.relu, ops.abs):
+    setattr(Variable, _method.__name__, _method)
+del _method
+Variable.T = property(transpose, doc="The axes reversed (``x.T`` of a matrix: its transpose).")
+Variable.matmul = _binary("matmul_v2")
+
+
+# --- indexing: numpy's rules, recorded as slice, gather, squeeze2 and unsqueeze2 ---
+
+_END = 2**31 - 1   # slice's "to the end" (its ends attribute is int32 in Paddle)
+
+
+def _is_mask(k) -> bool:
+    if isinstance(k, Variable):
+        return k.dtype == np.bool_
+    return isinstance(k, (list, np.ndarray)) and np.asarray(k).dtype == np.bool_
+
+
+def _masked(x: Variable, mask) -> Variable:
+    """``x[mask]``: the elements (or sub-arrays) where a bool mask over x's leading axes is
+    True, in order, as one new first axis."""
+    if isinstance(mask, Variable):
+        if not reading_values_allowed():
+            raise InvalidArgumentError(
+                f"{x.name}[{mask.name}]: the result of a bool Variable mask has a shape known "
+                f"only from the mask's values, which a traced program cannot read; use "
+                f"tape.ops.where(mask, x, y), or a numpy mask")
+        mask = mask.numpy()
+    mask = np.asarray(mask, dtype=bool)
+    lead = tuple(x.shape[:mask.ndim])
+    if mask.ndim > x.ndim or any(n not in (m, -1) for n, m in zip(lead, mask.shape)):
+        raise IndexError(f"{x.name}[mask]: a bool mask of shape {list(mask.shape)} does not "
+                         f"match the leading axes of shape {list(x.shape)}")
+    rows = x.reshape(-1, *x.shape[mask.ndim:]) if mask.ndim != 1 else x
+    return ops.gather(rows, Variable(np.flatnonzero(mask).astype(np.int64), place=x.place))
+
+
+def _take(x: Variable, index, axis: int) -> Variable:
+    """The sub-arrays at ``index`` (an int Variable, list or array of any rank) along ``axis``,
+    whose axis is replaced by index's axes."""
+    if not isinstance(index, Variable):
+        array = np.asarray(index)
+        n = x.shape[axis]
+        if array.dtype.kind not in "iu":
+            raise IndexError(f"{x.name}[...]: an index list must hold ints, received {index!r}")
+        if n >= 0 and array.size and not (-n <= array.min() and array.max() < n):
+            raise IndexError(f"{x.name}[...]: index {index!r} is out of bounds for axis {axis} "
+                             f"with size {n}")
+        index = Variable((array % n if n > 0 else array).astype(np.int64), place=x.place)
+    if index.ndim <= 1:
+        return ops.gather(x, index, axis=axis)
+    taken = ops.gather(x, index.reshape(-1), axis=axis)
+    return taken.reshape([0] * axis + list(index.shape) + list(x.shape[axis + 1:]))
+
+
+def _expand_ellipsis(x: Variable, key: tuple) -> tuple:
+    """``key`` with its Ellipsis (or the missing trailing axes) as full slices."""
+    used = sum(k is not None and k is not Ellipsis for k in key)
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if used > x.ndim or len(ellipses) > 1:
+        raise IndexError(f"{x.name}[...]: too many indices ({used}) for shape {list(x.shape)}"
+                         if used > x.ndim else f"{x.name}[...]: more than one Ellipsis")
+    fill = (slice(None),) * (x.ndim - used)
+    if ellipses:
+        return key[:ellipses[0]] + fill + key[ellipses[0] + 1:]
+    return key + fill
+
+
+def _getitem(self, key) -> Variable:
+    """numpy indexing, recorded as ops so gradients flow: ints, slices (with steps), ``...``,
+    None, an int list/array/Variable (gather), and a bool mask (a numpy one, or a bool Variable
+    outside ``tape.static.trace``)."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(_is_mask(k) for k in key):
+        if len(key) != 1:
+            raise IndexError(f"{self.name}[...]: a bool mask must be the only index")
+        return _masked(self, key[0])
+    key = _expand_ellipsis(self, key)
+    axes, starts, ends, dropped, new_axes, stepped = [], [], [], [], [], []
+    advanced = None          # (axis, index) of an int list/array/Variable
+    picked = []              # key positions of ints and advanced indices
+    axis = out = 0           # the input axis and the output position each entry reaches
+    for position, k in enumerate(key):
+        if k is None:
+            new_axes.append(out)
+            out += 1
+            continue
+        n = self.shape[axis]
+        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            if n >= 0 and not -n <= k < n:
+                raise IndexError(f"{self.name}[...]: index {k} is out of bounds for axis {axis} "
+                                 f"with size {n}")
+            start = int(k) + n if k < 0 and n >= 0 else int(k)
+            axes.append(axis), starts.append(start), dropped.append(axis)
+            ends.append(_END if start == -1 else start + 1)
+            picked.append(position)
+        elif isinstance(k, slice):
+            if k.step not in (None, 1):
+                if n < 0:
+                    raise IndexError(f"{self.name}[...]: a stepped slice needs the size of axis "
+                                     f"{axis}, unknown in shape {list(self.shape)}")
+                stepped.append((axis, np.arange(*k.indices(n))))
+            elif k.start is not None or k.stop is not None:
+                axes.append(axis), starts.append(k.start or 0)
+                ends.append(_END if k.stop is None else k.stop)
+            out += 1
+        elif isinstance(k, (Variable, list, np.ndarray)) and advanced is None:
+            advanced = (axis, k)
+            picked.append(position)
+            out += np.ndim(k) if not isinstance(k, Variable) else k.ndim
+        else:
+            raise IndexError(f"{self.name}[...]: unsupported index {k!r} (ints, slices, ..., "
+                             f"None, and one int list/array/Variable or a bool mask are)")
+        axis += 1
+    if advanced is not None and dropped and picked != list(range(picked[0], picked[-1] + 1)):
+        raise IndexError(f"{self.name}[...]: ints apart from the index array would move its axes "
+                         f"first (numpy's rule); index in two steps instead")
+    y = ops.slice(self, axes=axes, starts=starts, ends=ends) if axes else self
+    for a, index in stepped:
+        y = ops.gather(y, Variable(index, place=self.place), axis=a)
+    if advanced is not None:
+        a, index = advanced
+        y = _take(y, index, a)
+        grown = y.ndim - self.ndim
+        dropped = [d + grown if d > a else d for d in dropped]
+    if dropped:
+        y = ops.squeeze2(y, axes=dropped)
+    return ops.unsqueeze2(y, axes=new_axes) if new_axes else y
+
+
+def _iter(self):
+    for i in range(len(self)):
+        yield self[i]
+
+
+Variable.__getitem__ = _getitem
+Variable.__iter__ = _iter

@@ -42,6 +42,11 @@ def forbid_value_reads():
         _value_reads.forbidden -= 1
 
 
+def reading_values_allowed() -> bool:
+    """False while ``tape.static.trace`` runs the user's function on this thread."""
+    return not _value_reads.forbidden
+
+
 def _user_frame():
     """``file:line`` of the innermost caller outside the tape package (the user's code)."""
     frame = sys._getframe(2)
@@ -112,6 +117,16 @@ class Variable:
     @property
     def shape(self) -> tuple:
         return self.desc.shape
+
+    @property
+    def ndim(self) -> int:
+        """The number of axes."""
+        return len(self.desc.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements (-1 while a dim is unknown)."""
+        return -1 if -1 in self.desc.shape else int(np.prod(self.desc.shape, dtype=np.int64))
 
     @property
     def dtype(self) -> np.dtype:
@@ -188,6 +203,13 @@ class Variable:
         return self.desc.shape[0]
 
     def __repr__(self):
+        """The description and, as numpy, PyTorch and Paddle print them, the values (not while
+        tracing, which reads none)."""
         place = "" if self.place is CPU else f", place={self.place}"
-        return (f"Variable({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
-                f"stop_gradient={self.stop_gradient}{place})")
+        head = (f"Variable({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
+                f"stop_gradient={self.stop_gradient}{place}")
+        if self._value is None or _value_reads.forbidden:
+            return head + ")"
+        indent = " " * len("Variable(")
+        values = np.array2string(host_array(self._value), prefix=indent, separator=", ")
+        return f"{head},\n{indent}{values})"

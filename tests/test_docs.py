@@ -46,6 +46,22 @@ def test_readme_static_example_runs(tmp_path, monkeypatch):
     assert (tmp_path / "build" / "model" / "model.pdmodel").is_file()
 
 
+def test_readme_coming_from_section_runs_its_tape_step_and_learns():
+    """The Tape block of "Coming from DyNet / PyTorch / Paddle", run as written."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Coming from DyNet"):]
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", section, re.S)
+                if b.startswith("# Tape")]
+    scope = {}
+    generator = tape.random.generator()
+    state = generator.bit_generator.state    # later tests draw what they drew without this one
+    try:
+        exec(compile(block, "README.md", "exec"), scope)
+    finally:
+        generator.bit_generator.state = state
+    assert scope["loss"].shape == () and scope["loss"].item() < 0.5
+
+
 def test_readme_recipe_for_a_new_op_works(user_ops):
     """The "Adding an op" snippets, run as written, give an op that passes the gradient
     checker."""

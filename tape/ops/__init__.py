@@ -5,6 +5,8 @@ duplicable slot, None to skip a dispensable one; slots may also be given by name
 attributes as keywords, runs the op on the global tape and returns its non-intermediate outputs:
 one Variable, or a tuple in proto order.
 """
+import inspect
+
 from ..registry import REGISTRY
 from ..tape import get_global_tape
 
@@ -61,7 +63,25 @@ def _make_op_function(info):
 
     op.__name__ = op.__qualname__ = info.type
     op.__doc__ = _signature_doc(info)
+    op.__signature__ = _signature(info)
     return op
+
+
+def _signature(info) -> inspect.Signature:
+    """What ``help()`` and IDEs show: the input slots (dispensable ones default to None), then
+    the attributes as keywords with their defaults (required ones without)."""
+    # a grad op's slot such as Out@GRAD is shown as Out_GRAD (it is passed by position)
+    slots = [inspect.Parameter(s.name.replace("@", "_"), inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                               default=None if s.dispensable else inspect.Parameter.empty)
+             for s in info.inputs]
+    # a required slot after a dispensable one: Python signatures allow no default before it
+    for i in range(len(slots) - 1, 0, -1):
+        if slots[i - 1].default is None and slots[i].default is inspect.Parameter.empty:
+            slots[i - 1] = slots[i - 1].replace(default=inspect.Parameter.empty)
+    attrs = [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
+                               default=inspect.Parameter.empty if a.default is None else a.default)
+             for a in info.attrs.values()]
+    return inspect.Signature(slots + attrs)
 
 
 def _slot_result(variables, duplicable):
