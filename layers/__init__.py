@@ -1,5 +1,6 @@
 """Layers: functions that own parameters and add ops to the global tape, and data feeders."""
 from .attention import MultiHeadAttention
+from .container import LayerList, ParameterDict, ParameterList
 from .conv import Conv2D
 from .dropout import Dropout
 from .embedding import Embedding
@@ -16,6 +17,6 @@ from .sequential import Sequential
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["AvgPool2D", "BatchNorm", "Conv2D", "Dropout", "Embedding", "Fill", "Flatten", "GRU",
-           "GRUCell", "LSTM", "LSTMCell", "Layer", "LayerNorm", "Linear", "MaxPool2D", "Mean",
-           "MultiHeadAttention", "Pool2D", "Sequential", "TransformerEncoder",
-           "TransformerEncoderLayer"]
+           "GRUCell", "LSTM", "LSTMCell", "Layer", "LayerList", "LayerNorm", "Linear", "MaxPool2D",
+           "Mean", "MultiHeadAttention", "ParameterDict", "ParameterList", "Pool2D", "Sequential",
+           "TransformerEncoder", "TransformerEncoderLayer"]
