@@ -8,6 +8,11 @@ STAMP := $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,sys; print(hash
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# Graphviz's dot turns tape.visualize's .dot files into pictures; optional, so a machine
+	@# without apt (or not root) goes on without it
+	@command -v dot >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+	    (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || \
+	    echo "note: could not install graphviz; tape.visualize will write .dot files only"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop]'
 	@rm -f $(VENV)/.installed-*

@@ -1,5 +1,7 @@
 """Layers: functions that own parameters and add ops to the global tape, and data feeders."""
 from .attention import MultiHeadAttention
+from .builder import GRUBuilder, LSTMBuilder, RNNState, SimpleRNNBuilder
+from .container import LayerList, ParameterDict, ParameterList
 from .conv import Conv2D
 from .dropout import Dropout
 from .embedding import Embedding
@@ -10,12 +12,13 @@ from .linear import Linear
 from .mean import Mean
 from .norm import BatchNorm, LayerNorm
 from .pool import AvgPool2D, MaxPool2D, Pool2D
-from .recurrent import GRUCell, LSTMCell
+from .recurrent import GRUCell, LSTMCell, SimpleRNNCell
 from .rnn import GRU, LSTM
 from .sequential import Sequential
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["AvgPool2D", "BatchNorm", "Conv2D", "Dropout", "Embedding", "Fill", "Flatten", "GRU",
-           "GRUCell", "LSTM", "LSTMCell", "Layer", "LayerNorm", "Linear", "MaxPool2D", "Mean",
-           "MultiHeadAttention", "Pool2D", "Sequential", "TransformerEncoder",
-           "TransformerEncoderLayer"]
+           "GRUBuilder", "GRUCell", "LSTM", "LSTMBuilder", "LSTMCell", "Layer", "LayerList",
+           "LayerNorm", "Linear", "MaxPool2D", "Mean", "MultiHeadAttention", "ParameterDict",
+           "ParameterList", "Pool2D", "RNNState", "Sequential", "SimpleRNNBuilder",
+           "SimpleRNNCell", "TransformerEncoder", "TransformerEncoderLayer"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import tape
 from tape import dtypes
@@ -63,30 +64,50 @@ def float_dtype(layer: str, dtype) -> int:
 class Layer:
     """Owns parameters and sub-layers and adds ops to the global tape when called.
 
-    ``params()`` lists this layer's parameters, then its sub-layers' (attributes that are
-    Layers, or lists of them), in the order they were set. ``train()`` / ``eval()`` switch
+    Every parameter, persistable buffer and sub-layer assigned to an attribute is registered,
+    alone or in a (nested) list, tuple or dict (also ``LayerList``, ``ParameterList``,
+    ``ParameterDict``): ``params()``, ``state_dict()``, ``to()`` and ``train()`` / ``eval()``
+    reach them all, each once, in the order they were set. ``train()`` / ``eval()`` switch
     ``training`` here and below (batch norm and dropout behave differently).
+
+    >>> class Gates(Layer):
+    ...     def __init__(self):
+    ...         self.W = [self.create_parameter((4, 3)) for _ in "iou"]
+    >>> [name for name, _ in Gates().named_parameters()]
+    ['W.0', 'W.1', 'W.2']
     """
 
     training = True
 
+    def named_members(self):
+        """``(key, value)`` for each Variable and Layer this layer holds itself, directly or in
+        lists, tuples and dicts (keys ``name``, ``name.0``, ``name.key``), each once."""
+        seen = set()
+        for name, value in vars(self).items():
+            for key, member in _held(name, value):
+                if id(member) not in seen:
+                    seen.add(id(member))
+                    yield key, member
+
     def own_params(self) -> list[Variable]:
         """The parameters this layer itself holds (not its sub-layers')."""
-        return [v for v in vars(self).values()
-                if isinstance(v, Variable) and not v.stop_gradient and v.desc.persistable]
+        return [v for _, v in self.named_members() if _is_parameter(v)]
 
     def sublayers(self) -> list[Layer]:
-        found = []
-        for v in vars(self).values():
-            if isinstance(v, Layer):
-                found.append(v)
-            elif isinstance(v, (list, tuple)):
-                found.extend(x for x in v if isinstance(x, Layer))
-        return found
+        return [v for _, v in self.named_members() if isinstance(v, Layer)]
+
+    def full_name(self) -> str:
+        """This layer's unique name, Paddle's prefix of its parameters: ``my_layer_0``."""
+        name = vars(self).get("_full_name")
+        if name is None:
+            snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(self).__name__).lower()
+            name = self._full_name = unique_name(snake)
+        return name
 
     def create_parameter(self, shape, dtype="float32", is_bias: bool = False,
                          std: float | None = None) -> Variable:
-        """A new parameter of this layer (named ``<layer type>_<n>.w_0``), initialised as
+        """A new parameter of this layer, named as Paddle does (``my_layer_0.w_0``, ``.w_1``,
+        ``.b_0``, ...: this layer's ``full_name()``, then a count per kind), initialised as
         Paddle's defaults: zeros for a bias, else Xavier uniform over the first and last dims;
         with ``std``, normal with that standard deviation. Keep it as an attribute, so that
         ``params()`` and ``state_dict()`` find it.
@@ -98,7 +119,10 @@ class Layer:
             raise InvalidArgumentError(f"{type(self).__name__}.create_parameter: shape must be "
                                        f"non-empty with sizes >= 1, received {shape}")
         code = float_dtype(f"{type(self).__name__}.create_parameter", dtype)
-        name = f"{unique_name(type(self).__name__.lower())}.{'b' if is_bias else 'w'}_0"
+        kind = "b" if is_bias else "w"
+        counts = vars(self).setdefault("_parameter_counts", {})
+        counts[kind] = counts.get(kind, -1) + 1
+        name = f"{self.full_name()}.{kind}_{counts[kind]}"
         if std is not None:
             return parameter(name, shape, code, "gaussian_random", std=float(std))
         if is_bias:
@@ -106,10 +130,20 @@ class Layer:
         return xavier_uniform(name, shape, code, shape[0], shape[-1])
 
     def params(self) -> list[Variable]:
-        out = self.own_params()
-        for layer in self.sublayers():
-            out.extend(layer.params())
-        return out
+        """The trainable parameters here and below, each once (as ``named_parameters``)."""
+        return [p for _, p in self.named_parameters()]
+
+    def parameters(self, include_sublayers: bool = True) -> list[Variable]:
+        """``params()``, as Paddle and PyTorch call it; only this layer's own without
+        ``include_sublayers``."""
+        return self.params() if include_sublayers else self.own_params()
+
+    def named_parameters(self, prefix: str = ""):
+        """``(key, parameter)`` pairs here and below, keyed as ``state_dict`` keys them
+        (``"l1.w"``, ``"W.0"``), each parameter once."""
+        for key, v in self._persistables("", set()):
+            if _is_parameter(v):
+                yield (f"{prefix}.{key}" if prefix else key), v
 
     def train(self, mode: bool = True) -> Layer:
         self.training = mode
@@ -132,16 +166,21 @@ class Layer:
 
     def state_dict(self, keep_vars: bool = False) -> dict:
         """Parameters and persistable buffers (batch norm's running statistics), here and
-        below, by attribute path: ``{"w": ..., "l1.w": ..., "blocks.0.b": ...}``. Values are
-        copies of the arrays; with ``keep_vars`` the Variables themselves."""
-        out = {}
-        for name, v in vars(self).items():
-            if isinstance(v, Variable) and v.desc.persistable:
-                out[name] = v if keep_vars else v.value().copy()
-            for prefix, layer in _named_layers(name, v):
-                for key, x in layer.state_dict(keep_vars).items():
-                    out[f"{prefix}.{key}"] = x
-        return out
+        below, by attribute path: ``{"w": ..., "l1.w": ..., "blocks.0.b": ..., "W.0": ...}``,
+        each Variable once. Values are copies of the arrays; with ``keep_vars`` the Variables
+        themselves."""
+        return {key: v if keep_vars else v.value().copy()
+                for key, v in self._persistables("", set())}
+
+    def _persistables(self, prefix: str, seen: set):
+        """``(key, Variable)`` for the persistable Variables here and below; one held twice
+        (tied weights, or a cell whose weights its RNN also holds) keeps its first key."""
+        for name, v in self.named_members():
+            if isinstance(v, Layer):
+                yield from v._persistables(f"{prefix}{name}.", seen)
+            elif v.desc.persistable and id(v) not in seen:
+                seen.add(id(v))
+                yield prefix + name, v
 
     def load_state_dict(self, state: dict) -> None:
         """Copy ``state`` (as ``state_dict`` returns it) into this layer's Variables in place, so
@@ -167,11 +206,18 @@ class Layer:
             v.value()[...] = values[key]
 
 
-def _named_layers(name: str, value) -> list:
-    """``[(key, layer)]`` for an attribute holding a Layer (``name``) or a list of them
-    (``name.0``, ``name.1``, ...)."""
-    if isinstance(value, Layer):
-        return [(name, value)]
-    if isinstance(value, (list, tuple)):
-        return [(f"{name}.{i}", x) for i, x in enumerate(value) if isinstance(x, Layer)]
-    return []
+def _is_parameter(v) -> bool:
+    return isinstance(v, Variable) and not v.stop_gradient and v.desc.persistable
+
+
+def _held(key: str, value):
+    """``(key, member)`` for each Variable or Layer in ``value``, looking into lists, tuples and
+    dicts (``key.0``, ``key.name``)."""
+    if isinstance(value, (Variable, Layer)):
+        yield key, value
+    elif isinstance(value, (list, tuple)):
+        for i, x in enumerate(value):
+            yield from _held(f"{key}.{i}", x)
+    elif isinstance(value, dict):
+        for name, x in value.items():
+            yield from _held(f"{key}.{name}", x)

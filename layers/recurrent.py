@@ -1,4 +1,4 @@
-"""LSTMCell and GRUCell: one step of a recurrent network, composed of existing ops.
+"""LSTMCell, GRUCell and SimpleRNNCell: one step of a recurrent network, composed of existing ops.
 
 A cell is called once per time step from ordinary Python, so sequences of any length (a
 different one each iteration) need no padding: the tape records whatever steps ran.
@@ -169,3 +169,30 @@ class GRUCell(_Cell):
         n = ops.tanh(ops.elementwise_add(x_n, ops.elementwise_mul(r, h_n)))
         # (1 - z) * n + z * h, as n + z * (h - n): one op fewer
         return ops.elementwise_add(n, ops.elementwise_mul(z, ops.elementwise_sub(h, n)))
+
+
+class SimpleRNNCell(_Cell):
+    """One step of an Elman network, as paddle.nn.SimpleRNNCell (tanh)::
+
+        h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)
+
+    ``cell(x, h=None) -> h'``: ``x`` (batch, input_size), ``h`` (batch, hidden_size) or None for
+    zeros. Parameters ``weight_ih`` (hidden_size, input_size), ``weight_hh`` (hidden_size,
+    hidden_size), ``bias_ih``, ``bias_hh`` (hidden_size,); uniform in ``[-k, k]``,
+    ``k = 1 / sqrt(hidden_size)``; named ``simple_rnn_cell_0.w_0``, ...
+
+    >>> SimpleRNNCell(3, 5)(tape.Variable(np.ones((2, 3), np.float32))).shape
+    (2, 5)
+    """
+
+    gates = 1
+    _prefix = "simple_rnn_cell"
+
+    def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
+        _check_input("SimpleRNNCell", x, self.input_size)
+        if h is None:
+            h = self.zeros(x.shape[0], x.place)
+        else:
+            _check_state("SimpleRNNCell", "h", h, x.shape[0], self.hidden_size)
+        return tape.ops.tanh(tape.ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),
+                                                      _affine(h, self.weight_hh, self.bias_hh)))

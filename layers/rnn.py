@@ -56,8 +56,8 @@ class _RNN(Layer):
         # The cells compute; their parameters are also this layer's own, under Paddle's names
         # and in Paddle's order (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0,
         # weight_ih_l0_reverse, ...), so that state_dict() has Paddle's keys. The cells live in
-        # a dict, which Layer does not walk, so that params() lists each parameter once.
-        self._cells = {}
+        # a dict set after them: a Variable held twice keeps its first key.
+        cells = {}
         for layer in range(num_layers):
             width = input_size if layer == 0 else hidden_size * self.num_directions
             for reverse in range(self.num_directions):
@@ -65,7 +65,8 @@ class _RNN(Layer):
                 for attr in _WEIGHTS:
                     setattr(self, f"{attr}_l{layer}{'_reverse' if reverse else ''}",
                             getattr(cell, attr))
-                self._cells[layer, reverse] = cell
+                cells[layer, reverse] = cell
+        self._cells = cells
 
     def __call__(self, inputs: Variable, initial_states=None, sequence_length=None):
         self._check_inputs(inputs)

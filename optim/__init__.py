@@ -1,5 +1,6 @@
 """Optimizers: update parameters by adding optimizer ops; schedulers; gradient clipping."""
 from .adam import Adam, AdamW
+from .adaptive import Adadelta, Adagrad, Adamax, Lamb, RMSProp
 from .clip import (
     ClipGradByGlobalNorm,
     ClipGradByNorm,
@@ -12,6 +13,7 @@ from .momentum import Momentum
 from .optimizer import Optimizer
 from .sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue",
-           "CosineAnnealing", "LRScheduler", "LinearWarmup", "Momentum", "Optimizer", "StepDecay",
-           "clip_grad_norm", "clip_grad_value"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "ClipGradByGlobalNorm",
+           "ClipGradByNorm", "ClipGradByValue", "CosineAnnealing", "LRScheduler", "Lamb",
+           "LinearWarmup", "Momentum", "Optimizer", "RMSProp", "StepDecay", "clip_grad_norm",
+           "clip_grad_value"]

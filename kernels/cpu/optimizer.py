@@ -163,3 +163,165 @@ def adamw(Param, Grad, LearningRate, Moment1, Moment2, Moment2Max, Beta1Pow, Bet
                         Beta2Pow, MasterParam, SkipUpdate, Beta1Tensor, Beta2Tensor,
                         EpsilonTensor, beta1, beta2, epsilon, use_global_beta_pow, lr_ratio,
                         coeff if with_decay else 0.0)
+
+
+# ---- adagrad, rmsprop, adadelta, adamax, lamb ----
+#
+# Each update is written once, as a step over element i of its arrays, numba-compilable for
+# both targets: ``_each_element`` compiles the loop around it here, kernels/cuda/optimizer.py a
+# numba.cuda kernel around the same step. A step takes the parameter, the gradient, three state
+# arrays a, b, c (one it does not use is never read) and a tuple of scalars in the arrays' dtype.
+# Square roots are ``** 0.5``: the same in numba, numba.cuda and Python (the simulator).
+
+def _adagrad_step(i, param, grad, moment, b, c, k):
+    lr, epsilon = k
+    g = grad[i]
+    m = moment[i] + g * g
+    moment[i] = m
+    param[i] -= lr * g / (m ** 0.5 + epsilon)
+
+
+def _rmsprop_step(i, param, grad, mean_square, moment, mean_grad, k):
+    lr, epsilon, decay, rest, mu, centered = k
+    g = grad[i]
+    v = decay * mean_square[i] + rest * g * g
+    mean_square[i] = v
+    if centered != 0:
+        mg = decay * mean_grad[i] + rest * g
+        mean_grad[i] = mg
+        v -= mg * mg
+    step = mu * moment[i] + lr * g / (v + epsilon) ** 0.5
+    moment[i] = step
+    param[i] -= step
+
+
+def _adadelta_step(i, param, grad, avg_squared_grad, avg_squared_update, c, k):
+    lr, rho, rest, epsilon = k
+    g = grad[i]
+    sg = rho * avg_squared_grad[i] + rest * g * g
+    update = -((avg_squared_update[i] + epsilon) / (sg + epsilon)) ** 0.5 * g
+    avg_squared_grad[i] = sg
+    avg_squared_update[i] = rho * avg_squared_update[i] + rest * update * update
+    param[i] += lr * update
+
+
+def _adamax_step(i, param, grad, moment, inf_norm, c, k):
+    lr_t, beta1, rest1, beta2, epsilon = k
+    g = grad[i]
+    m = beta1 * moment[i] + rest1 * g
+    u = beta2 * inf_norm[i] + epsilon
+    if abs(g) > u:
+        u = abs(g)
+    moment[i] = m
+    inf_norm[i] = u
+    param[i] -= lr_t * m / u
+
+
+def _lamb_moments_step(i, param, grad, moment1, moment2, trust_ratio_div, k):
+    beta1, rest1, beta2, rest2, correction1, correction2, epsilon, weight_decay = k
+    g = grad[i]
+    m = beta1 * moment1[i] + rest1 * g
+    v = beta2 * moment2[i] + rest2 * g * g
+    moment1[i] = m
+    moment2[i] = v
+    trust_ratio_div[i] = ((m / correction1) / ((v / correction2) ** 0.5 + epsilon)
+                          + weight_decay * param[i])
+
+
+def _lamb_param_step(i, param, grad, trust_ratio_div, b, c, k):
+    (lr,) = k
+    param[i] -= lr * trust_ratio_div[i]
+
+
+_compiled_loops: dict = {}
+
+
+def _each_element(step):
+    """``loop(param, grad, a, b, c, k)`` running ``step`` on every element, compiled by numba on
+    first use (not cached on disk: one loop's code serves every step)."""
+    loop = _compiled_loops.get(step)
+    if loop is None:
+        import numba
+        element = numba.njit(error_model="numpy")(step)
+
+        @numba.njit(error_model="numpy")
+        def loop(param, grad, a, b, c, k):
+            for i in range(param.size):
+                element(i, param, grad, a, b, c, k)
+        _compiled_loops[step] = loop
+    return loop
+
+
+def _apply(step, Param, MasterParam, Grad, states, scalars) -> None:
+    """``step`` on every element of Param (MasterParam if given, then cast into Param), Grad
+    and the state arrays (at most three), in place; ``scalars`` are cast to the update's
+    dtype."""
+    source = Param if MasterParam is None else MasterParam
+    dtype = _compute_dtype(source)
+    arrays = [source, *states]
+    flats = [_flat(a, dtype) for a in arrays]
+    unused = [np.empty(0, dtype)] * (4 - len(flats))    # the step never reads them
+    _each_element(step)(flats[0], _flat(Grad, dtype), *flats[1:], *unused,
+                        tuple(dtype.type(x) for x in scalars))
+    _write_back(arrays, flats)
+    _finish(Param, MasterParam)
+
+
+@kernel("adagrad", types=dtypes.FLOATING)
+def adagrad(Param, Grad, Moment, LearningRate, MasterParam, epsilon):
+    _apply(_adagrad_step, Param, MasterParam, Grad, [Moment],
+           (_scalar(LearningRate, np.dtype(np.float64)), epsilon))
+    return Param, Moment, MasterParam
+
+
+@kernel("rmsprop", types=dtypes.FLOATING)
+def rmsprop(Param, MeanSquare, Grad, Moment, LearningRate, MeanGrad, MasterParam, epsilon,
+            decay, momentum, centered):
+    states = [MeanSquare, Moment] + ([MeanGrad] if MeanGrad is not None else [])
+    _apply(_rmsprop_step, Param, MasterParam, Grad, states,
+           (_scalar(LearningRate, np.dtype(np.float64)), epsilon, decay, 1.0 - decay, momentum,
+            float(centered)))
+    return Param, Moment, MeanSquare, MeanGrad, MasterParam
+
+
+@kernel("adadelta", types=dtypes.FLOATING)
+def adadelta(Param, Grad, AvgSquaredGrad, AvgSquaredUpdate, LearningRate, MasterParam, rho,
+             epsilon):
+    _apply(_adadelta_step, Param, MasterParam, Grad, [AvgSquaredGrad, AvgSquaredUpdate],
+           (_scalar(LearningRate, np.dtype(np.float64)), rho, 1.0 - rho, epsilon))
+    return Param, AvgSquaredGrad, AvgSquaredUpdate, MasterParam
+
+
+@kernel("adamax", types=dtypes.FLOATING)
+def adamax(Param, Grad, LearningRate, Moment, InfNorm, Beta1Pow, MasterParam, beta1, beta2,
+           epsilon):
+    f64 = np.dtype(np.float64)
+    lr_t = _scalar(LearningRate, f64) / (1.0 - _scalar(Beta1Pow, f64))
+    _apply(_adamax_step, Param, MasterParam, Grad, [Moment, InfNorm],
+           (lr_t, beta1, 1.0 - beta1, beta2, epsilon))
+    return Param, Moment, InfNorm, MasterParam
+
+
+@kernel("lamb", types=dtypes.FLOATING)
+def lamb(Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow, MasterParam,
+         SkipUpdate, weight_decay, beta1, beta2, epsilon, always_adapt):
+    outputs = Param, Moment1, Moment2, Beta1Pow, Beta2Pow, MasterParam
+    if SkipUpdate is not None and SkipUpdate.reshape(-1)[0]:
+        return outputs
+    f64 = np.dtype(np.float64)
+    source = Param if MasterParam is None else MasterParam
+    b1_pow, b2_pow = _scalar(Beta1Pow, f64), _scalar(Beta2Pow, f64)
+    trust_ratio_div = np.empty(source.shape, _compute_dtype(source))
+    _apply(_lamb_moments_step, Param, MasterParam, Grad, [Moment1, Moment2, trust_ratio_div],
+           (beta1, 1.0 - beta1, beta2, 1.0 - beta2, 1.0 - b1_pow, 1.0 - b2_pow, epsilon,
+            weight_decay))
+    rate = _scalar(LearningRate, f64)
+    if weight_decay > 0 or always_adapt:
+        p_norm = float(np.linalg.norm(source.reshape(-1).astype(trust_ratio_div.dtype)))
+        r_norm = float(np.linalg.norm(trust_ratio_div.reshape(-1)))
+        if p_norm > 0 and r_norm > 0:
+            rate *= p_norm / r_norm
+    _apply(_lamb_param_step, Param, MasterParam, Grad, [trust_ratio_div], (rate,))
+    Beta1Pow[...] = b1_pow * beta1
+    Beta2Pow[...] = b2_pow * beta2
+    return outputs

@@ -72,3 +72,30 @@ cuda_kernel("momentum")(with_globals(cpu.momentum, _momentum_fused=_momentum_fus
 _adam_update = with_globals(cpu._adam_update, _adam_fused=_adam_fused, **_state)
 cuda_kernel("adam")(with_globals(cpu.adam, _adam_update=_adam_update))
 cuda_kernel("adamw")(with_globals(cpu.adamw, _adam_update=_adam_update))
+
+
+# ---- adagrad, rmsprop, adadelta, adamax, lamb: the CPU's steps, in a numba.cuda loop ----
+
+_compiled_kernels: dict = {}
+
+
+def _each_element(step):
+    """``fused(param, grad, a, b, c, k)``: a launch of a numba.cuda kernel running the CPU's
+    ``step`` (compiled as a device function) on every element."""
+    kernel = _compiled_kernels.get(step)
+    if kernel is None:
+        element = cuda.jit(device=True)(step)
+
+        @cuda.jit
+        def kernel(param, grad, a, b, c, k):
+            for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+                element(i, param, grad, a, b, c, k)
+        _compiled_kernels[step] = kernel
+    return lambda param, *args: launch(kernel, param.size, param, *args)
+
+
+_apply = on_device(cpu._apply, _each_element=_each_element, _flat=_state["_flat"],
+                   _write_back=_state["_write_back"])
+for _op in ("adagrad", "rmsprop", "adadelta", "adamax"):
+    cuda_kernel(_op)(with_globals(getattr(cpu, _op), _apply=_apply, _scalar=_scalar))
+cuda_kernel("lamb")(on_device(cpu.lamb, _apply=_apply, _scalar=_scalar))

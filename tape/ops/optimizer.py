@@ -1,5 +1,5 @@
 """Optimizer updates as ops, so eager training and static programs share them: sgd, momentum,
-adam, adamw.
+adam, adamw, adagrad, rmsprop, adadelta, adamax, lamb.
 
 Each writes its state in place: ParamOut is the same variable as Param, VelocityOut as Velocity,
 Moment1Out as Moment1, and so on. With ``multi_precision`` the update runs on MasterParam (a
@@ -260,3 +260,195 @@ register_op(
         "lr_ratio, Param is first scaled by (1 - lr * coeff) when with_decay, then takes the "
         "adam step with lr. (Paddle's GPU kernel applies lr_ratio so; its CPU kernel applies it "
         "to the decay only.) " + _ADAM_DOC)
+
+
+# ---- adagrad, rmsprop, adadelta, adamax, lamb ----
+
+def _state_shapes(*slots):
+    """A shape rule: Param, Grad, LearningRate (and MasterParam) checked, then each per-element
+    state slot of ``slots`` (given ones only) shaped like Param, with its ``<slot>Out``."""
+    def infer_shape(ctx):
+        dtype = _param_shape(ctx)
+        for slot in slots:
+            if ctx.has_input(slot):
+                _state_shape(ctx, slot, dtype)
+    return infer_shape
+
+
+def _state_case(d, *slots, low=0.25, high=2.0, max_rate=0.02):
+    """``(shape, inputs, attrs)``: _param_case with |Grad| >= 0.5 and the per-element state
+    ``slots`` drawn in [low, high] (second moments: positive). With rates up to 0.02 a step
+    stays well below the parameter (see _param_case)."""
+    shape, inputs, attrs = _param_case(d, max_rate=max_rate)
+    inputs["Grad"] = d.floats(shape, away_from=[0.0], margin=0.5)
+    inputs.update({slot: d.floats(shape, low, high) for slot in slots})
+    return shape, inputs, attrs
+
+
+def _epsilon(default):
+    return Attr("epsilon", FLOAT, default, "keeps the division finite", check=AtLeast(0.0))
+
+
+def _outputs(*slots):
+    return [_PARAM_OUT, *(Slot(f"{slot}Out", f"the same variable as {slot}") for slot in slots),
+            _MASTER_PARAM_OUT]
+
+
+def _adagrad_case(d):
+    _, inputs, attrs = _state_case(d, "Moment")
+    attrs["epsilon"] = d.choice((1e-6, 0.1))
+    return inputs, attrs
+
+
+register_op(
+    "adagrad",
+    inputs=_PARAM_INPUTS[:2] + [Slot("Moment", "sum of squared gradients, shaped like Param"),
+                                _PARAM_INPUTS[2], _MASTER_PARAM],
+    outputs=_outputs("Moment"),
+    attrs=[_epsilon(1e-6), _MULTI_PRECISION],
+    infer_shape=_state_shapes("Moment"), case=_adagrad_case,
+    doc="MomentOut = Moment + Grad^2; ParamOut = Param - LearningRate * Grad / "
+        "(sqrt(MomentOut) + epsilon). In place.")
+
+
+def _rmsprop_case(d):
+    shape, inputs, attrs = _state_case(d, "MeanSquare")
+    centered = d.boolean()
+    inputs["Moment"] = d.floats(shape, -0.1, 0.1)
+    if centered or d.boolean():
+        # |MeanGrad| <= 0.3 keeps MeanSquare - MeanGrad^2 >= 0.16 (see _param_case)
+        inputs["MeanGrad"] = d.floats(shape, -0.3, 0.3)
+    # decay 0 would leave a centered variance of 0
+    attrs.update(epsilon=d.choice((1e-10, 1e-3)),
+                 decay=d.choice((0.9, 0.99) if centered else (0.0, 0.9, 0.99)),
+                 momentum=d.choice((0.0, 0.5, 0.9)), centered=centered)
+    return inputs, attrs
+
+
+def _rmsprop_shape(ctx):
+    if ctx.attrs["centered"] and not ctx.has_input("MeanGrad"):
+        raise ctx.error("MeanGrad must be given when centered is true")
+    _state_shapes("MeanSquare", "Moment", "MeanGrad")(ctx)
+
+
+register_op(
+    "rmsprop",
+    inputs=[_PARAM_INPUTS[0], Slot("MeanSquare", "running mean of Grad^2, shaped like Param"),
+            _PARAM_INPUTS[1], Slot("Moment", "running step, shaped like Param"),
+            _PARAM_INPUTS[2],
+            Slot("MeanGrad", "running mean of Grad (centered), shaped like Param",
+                 dispensable=True), _MASTER_PARAM],
+    outputs=[_PARAM_OUT, Slot("MomentOut", "the same variable as Moment"),
+             Slot("MeanSquareOut", "the same variable as MeanSquare"),
+             Slot("MeanGradOut", "the same variable as MeanGrad (given with MeanGrad)",
+                  dispensable=True), _MASTER_PARAM_OUT],
+    attrs=[_epsilon(1e-10), Attr("decay", FLOAT, 0.9, "decay of the running means",
+                                 check=InRange(0.0, 1.0)),
+           Attr("momentum", FLOAT, 0.0, "momentum of the step", check=AtLeast(0.0)),
+           Attr("centered", BOOLEAN, False, "divide by the variance of Grad, not its mean "
+                "square"), _MULTI_PRECISION],
+    infer_shape=_rmsprop_shape, case=_rmsprop_case,
+    doc="MeanSquareOut = decay * MeanSquare + (1 - decay) * Grad^2; with centered, "
+        "MeanGradOut = decay * MeanGrad + (1 - decay) * Grad and v = MeanSquareOut - "
+        "MeanGradOut^2, else v = MeanSquareOut (MeanGradOut = MeanGrad); MomentOut = momentum * "
+        "Moment + LearningRate * Grad / sqrt(v + epsilon); ParamOut = Param - MomentOut. In "
+        "place.")
+
+
+def _adadelta_case(d):
+    _, inputs, attrs = _state_case(d, "AvgSquaredGrad", "AvgSquaredUpdate", low=0.05, high=1.0)
+    attrs.update(rho=d.choice((0.0, 0.9, 0.95)), epsilon=d.choice((1e-6, 1e-2)))
+    return inputs, attrs
+
+
+register_op(
+    "adadelta",
+    inputs=_PARAM_INPUTS[:2] + [
+        Slot("AvgSquaredGrad", "running mean of Grad^2, shaped like Param"),
+        Slot("AvgSquaredUpdate", "running mean of the squared steps, shaped like Param"),
+        _PARAM_INPUTS[2], _MASTER_PARAM],
+    outputs=_outputs("AvgSquaredGrad", "AvgSquaredUpdate"),
+    attrs=[Attr("rho", FLOAT, 0.95, "decay of the running means", check=InRange(0.0, 1.0)),
+           _epsilon(1e-6), _MULTI_PRECISION],
+    infer_shape=_state_shapes("AvgSquaredGrad", "AvgSquaredUpdate"), case=_adadelta_case,
+    doc="AvgSquaredGradOut = rho * AvgSquaredGrad + (1 - rho) * Grad^2; update = "
+        "-sqrt((AvgSquaredUpdate + epsilon) / (AvgSquaredGradOut + epsilon)) * Grad; "
+        "AvgSquaredUpdateOut = rho * AvgSquaredUpdate + (1 - rho) * update^2; ParamOut = "
+        "Param + LearningRate * update. In place.")
+
+
+def _adamax_shape(ctx):
+    _state_shapes("Moment", "InfNorm")(ctx)
+    _require_one_element(ctx, "Beta1Pow")
+
+
+def _adamax_case(d):
+    shape, inputs, attrs = _state_case(d, "InfNorm")
+    inputs.update(Moment=d.floats(shape), Beta1Pow=d.floats((1,), 0.05, 0.9))
+    attrs.update(beta1=d.choice((0.0, 0.5, 0.9)), beta2=d.choice((0.0, 0.9, 0.999)),
+                 epsilon=d.choice((1e-8, 1e-3)))
+    return inputs, attrs
+
+
+register_op(
+    "adamax",
+    inputs=_PARAM_INPUTS + [Slot("Moment", "first moment, shaped like Param"),
+                            Slot("InfNorm", "running max of |Grad|, shaped like Param"),
+                            Slot("Beta1Pow", "beta1 ** t, 1 element"), _MASTER_PARAM],
+    outputs=_outputs("Moment", "InfNorm"),
+    attrs=_ADAM_ATTRS[:2] + [_epsilon(1e-8), _MULTI_PRECISION],
+    infer_shape=_adamax_shape, case=_adamax_case,
+    doc="MomentOut = beta1 * Moment + (1 - beta1) * Grad; InfNormOut = max(beta2 * InfNorm + "
+        "epsilon, |Grad|); ParamOut = Param - LearningRate / (1 - Beta1Pow) * MomentOut / "
+        "InfNormOut. In place; Beta1Pow is left as it is (the optimizer scales it).")
+
+
+def _lamb_shape(ctx):
+    _state_shapes("Moment1", "Moment2")(ctx)
+    for slot in ("Beta1Pow", "Beta2Pow"):
+        _require_one_element(ctx, slot)
+        power = ctx.input(slot)
+        ctx.set_output(slot + "Out", power.shape, power.dtype)
+    if ctx.has_input("SkipUpdate"):
+        _require_one_element(ctx, "SkipUpdate", floating=False)
+        require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
+
+
+def _lamb_case(d):
+    # the trust ratio scales the step to ||Param||: a smaller rate keeps it below each element
+    shape, inputs, attrs = _state_case(d, "Moment2", max_rate=0.005)
+    inputs.update(Moment1=d.floats(shape), Beta1Pow=d.floats((1,), 0.05, 0.9),
+                  Beta2Pow=d.floats((1,), 0.05, 0.99))
+    if d.integer(0, 3) == 0:
+        inputs["SkipUpdate"] = np.array([d.boolean()])
+    attrs.update(weight_decay=d.choice((0.0, 0.01, 0.1)), beta1=d.choice((0.0, 0.9)),
+                 beta2=d.choice((0.0, 0.999)), epsilon=d.choice((1e-6, 1e-3)),
+                 always_adapt=d.boolean())
+    return inputs, attrs
+
+
+register_op(
+    "lamb",
+    inputs=_PARAM_INPUTS + [Slot("Moment1", "first moment, shaped like Param"),
+                            Slot("Moment2", "second moment, shaped like Param"),
+                            Slot("Beta1Pow", "beta1 ** t, 1 element"),
+                            Slot("Beta2Pow", "beta2 ** t, 1 element"), _MASTER_PARAM,
+                            Slot("SkipUpdate", "bool, 1 element: when true, nothing changes",
+                                 dispensable=True)],
+    outputs=[_PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
+             Slot("Moment2Out", "the same variable as Moment2"),
+             Slot("Beta1PowOut", "Beta1Pow * beta1 (the same variable)", dispensable=True),
+             Slot("Beta2PowOut", "Beta2Pow * beta2 (the same variable)", dispensable=True),
+             _MASTER_PARAM_OUT],
+    attrs=[Attr("weight_decay", FLOAT, None, "decoupled weight decay (required, as in Paddle)",
+                check=AtLeast(0.0))] + _ADAM_ATTRS[:2] + [
+        _epsilon(1e-6),
+        Attr("always_adapt", BOOLEAN, False, "scale the step by the trust ratio even when "
+             "weight_decay is 0"), _MULTI_PRECISION],
+    infer_shape=_lamb_shape, case=_lamb_case,
+    doc="LAMB (You et al.): m = beta1 * Moment1 + (1 - beta1) * Grad; v = beta2 * Moment2 + "
+        "(1 - beta2) * Grad^2; r = (m / (1 - Beta1Pow)) / (sqrt(v / (1 - Beta2Pow)) + epsilon) "
+        "+ weight_decay * Param; ratio = ||Param|| / ||r|| when both are positive (and "
+        "weight_decay > 0 or always_adapt), else 1; ParamOut = Param - LearningRate * ratio * "
+        "r; Beta1PowOut = Beta1Pow * beta1, Beta2PowOut = Beta2Pow * beta2. In place; nothing "
+        "changes when SkipUpdate is true.")

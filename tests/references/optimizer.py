@@ -1,4 +1,5 @@
-"""References for sgd, momentum, adam and adamw (textbook forms, numpy)."""
+"""References for sgd, momentum, adam, adamw, adagrad, rmsprop, adadelta, adamax and lamb
+(textbook forms, numpy)."""
 import numpy as np
 
 
@@ -73,3 +74,67 @@ def adamw(Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow, *, be
                  MasterParam=MasterParam, SkipUpdate=SkipUpdate, Beta1Tensor=Beta1Tensor,
                  Beta2Tensor=Beta2Tensor, EpsilonTensor=EpsilonTensor, lr_ratio=lr_ratio,
                  decay=coeff if with_decay else 0.0)
+
+
+def adagrad(Param, Grad, Moment, LearningRate, *, epsilon, MasterParam=None):
+    source = Param if MasterParam is None else MasterParam
+    moment = Moment + Grad ** 2
+    updated = source - LearningRate.reshape(()) * Grad / (np.sqrt(moment) + epsilon)
+    param_out, master_out = _param_outputs(Param, MasterParam, updated)
+    return param_out, moment, master_out
+
+
+def rmsprop(Param, MeanSquare, Grad, Moment, LearningRate, *, epsilon, decay, momentum,
+            centered, MeanGrad=None, MasterParam=None):
+    source = Param if MasterParam is None else MasterParam
+    mean_square = decay * MeanSquare + (1 - decay) * Grad ** 2
+    mean_grad = MeanGrad
+    variance = mean_square
+    if centered:
+        mean_grad = decay * MeanGrad + (1 - decay) * Grad
+        variance = mean_square - mean_grad ** 2
+    moment = momentum * Moment + LearningRate.reshape(()) * Grad / np.sqrt(variance + epsilon)
+    param_out, master_out = _param_outputs(Param, MasterParam, source - moment)
+    return param_out, moment, mean_square, mean_grad, master_out
+
+
+def adadelta(Param, Grad, AvgSquaredGrad, AvgSquaredUpdate, LearningRate, *, rho, epsilon,
+             MasterParam=None):
+    source = Param if MasterParam is None else MasterParam
+    avg_grad = rho * AvgSquaredGrad + (1 - rho) * Grad ** 2
+    update = -np.sqrt((AvgSquaredUpdate + epsilon) / (avg_grad + epsilon)) * Grad
+    avg_update = rho * AvgSquaredUpdate + (1 - rho) * update ** 2
+    param_out, master_out = _param_outputs(Param, MasterParam,
+                                           source + LearningRate.reshape(()) * update)
+    return param_out, avg_grad, avg_update, master_out
+
+
+def adamax(Param, Grad, LearningRate, Moment, InfNorm, Beta1Pow, *, beta1, beta2, epsilon,
+           MasterParam=None):
+    source = Param if MasterParam is None else MasterParam
+    moment = beta1 * Moment + (1 - beta1) * Grad
+    inf_norm = np.maximum(beta2 * InfNorm + epsilon, np.abs(Grad))
+    rate = LearningRate.reshape(()) / (1 - Beta1Pow.reshape(()))
+    param_out, master_out = _param_outputs(Param, MasterParam,
+                                           source - rate * moment / inf_norm)
+    return param_out, moment, inf_norm, master_out
+
+
+def lamb(Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow, *, weight_decay, beta1,
+         beta2, epsilon, always_adapt, MasterParam=None, SkipUpdate=None):
+    """LAMB: an Adam direction plus decoupled decay, scaled by ||param|| / ||direction||."""
+    if SkipUpdate is not None and SkipUpdate.item():
+        return Param, Moment1, Moment2, Beta1Pow, Beta2Pow, MasterParam
+    source = Param if MasterParam is None else MasterParam
+    m = beta1 * Moment1 + (1 - beta1) * Grad
+    v = beta2 * Moment2 + (1 - beta2) * Grad ** 2
+    m_hat, v_hat = m / (1 - Beta1Pow.reshape(())), v / (1 - Beta2Pow.reshape(()))
+    direction = m_hat / (np.sqrt(v_hat) + epsilon) + weight_decay * source
+    ratio = 1.0
+    p_norm, d_norm = np.linalg.norm(source), np.linalg.norm(direction)
+    if (weight_decay > 0 or always_adapt) and p_norm > 0 and d_norm > 0:
+        ratio = p_norm / d_norm
+    param_out, master_out = _param_outputs(
+        Param, MasterParam, source - LearningRate.reshape(()) * ratio * direction)
+    return (param_out, m, v, (Beta1Pow * beta1).astype(Beta1Pow.dtype),
+            (Beta2Pow * beta2).astype(Beta2Pow.dtype), master_out)
