@@ -19,4 +19,4 @@ from .place import CPUPlace, CUDAPlace, default_place, set_default_place  # noqa
 from .random import seed  # noqa: F401
 from .tape import OpHandle, Tape, get_global_tape, no_grad, reset_global_tape  # noqa: F401
 from .variable import Variable  # noqa: F401
-from .visualize import visualize  # noqa: F401
+from .static.visualize import visualize  # noqa: F401

@@ -102,6 +102,18 @@ class VarDesc:
     def name(self, name: str) -> None:
         self._name = name
 
+    def __copy__(self) -> VarDesc:
+        """A copy describes the same variable: a temporary is named first, so both have that
+        name."""
+        copy = _new_object(type(self))
+        copy._name = self.name
+        for field in VarDesc.__slots__[1:-1]:
+            setattr(copy, field, getattr(self, field))
+        return copy
+
+    def __deepcopy__(self, memo) -> VarDesc:
+        return self.__copy__()      # every field is immutable
+
     def __repr__(self):
         return f"VarDesc({self.name}, shape={list(self.shape)}, dtype={dtypes.name(self.dtype)})"
 

@@ -59,8 +59,6 @@ def sources(folder: str, pattern: str = "**/*.py", skip=()) -> list:
 
 
 TAPE_INIT = "tape/__init__.py"  # exposes the whole package, static mode included
-# draws a tape's backward as static append_backward makes it: it sits on top of static mode
-VISUALIZE = "tape/visualize.py"
 RULES = {
     # a kernel is an array function registered into the core: it never reads an op definition
     # (shared geometry and dtype sets live in the core) nor anything built on top of the core
@@ -68,8 +66,7 @@ RULES = {
         (lambda: sources("kernels"), ("tape.ops", "tape.static", "tape.layers", "tape.optim")),
     # the core (tape/*.py and the op definitions) comes before static mode
     "the core sees no tape.static":
-        (lambda: sources("tape", "*.py", {TAPE_INIT, VISUALIZE}) + sources("tape/ops"),
-         ("tape.static",)),
+        (lambda: sources("tape", "*.py", {TAPE_INIT}) + sources("tape/ops"), ("tape.static",)),
     "tape sees no layers or optim":
         (lambda: sources("tape", skip={TAPE_INIT}), ("tape.layers", "tape.optim")),
 }

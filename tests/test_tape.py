@@ -355,3 +355,10 @@ def test_signatures_tell_apart_which_dispensable_slot_an_input_came_from(user_op
     for slot, shape in (("A", (1, 3)), ("B", (3, 1)), ("A", (1, 3))):
         out = ops.user_lift(**{slot: v})
         assert out.shape == out.value().shape == shape
+
+
+def test_a_copied_temporary_desc_names_the_same_variable():
+    """Temporaries are named on first use; a copy made before that still has the same name."""
+    import copy
+    y = param((3,)) * 2.0
+    assert copy.copy(y.desc).name == y.desc.name == copy.deepcopy(y.desc).name

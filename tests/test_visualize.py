@@ -8,7 +8,7 @@ import numpy as np
 import tape
 import tape.static as static
 from tape import layers, optim
-from tape.visualize import to_dot
+from tape.static import to_dot
 
 
 def _mlp_loss():

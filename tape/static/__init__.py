@@ -12,7 +12,8 @@ from .program import Program, append_checkpoint
 from .prune import prune
 from .scope import Scope, ScopeVar, global_scope
 from .trace import to_program, trace
+from .visualize import to_dot
 
 __all__ = ["Executor", "Program", "Scope", "ScopeVar", "append_backward", "append_checkpoint",
            "append_optimizer_ops", "global_scope", "load_inference_model", "prune",
-           "save_inference_model", "to_program", "trace"]
+           "save_inference_model", "to_dot", "to_program", "trace"]

@@ -38,8 +38,8 @@ class Program:
         self.feed_names, self.fetch_names = list(feed_names), list(fetch_names)
 
     def to_dot(self) -> str:
-        """The Graphviz source of this program's picture (``tape.visualize.program_to_dot``)."""
-        from ..visualize import program_to_dot
+        """The Graphviz source of this program's picture (``tape.static.visualize``)."""
+        from .visualize import program_to_dot
         return program_to_dot(self)
 
     def global_block(self):

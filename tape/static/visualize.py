@@ -2,8 +2,10 @@
 as clusters of record-shaped op nodes (type, input slots, output slots), Variables as nodes, and
 a dashed ``Grad()`` edge from each parameter to its gradient.
 
-``visualize(loss)`` draws the global tape with the backward of ``loss``; ``to_dot(tape, loss)``
-any tape; ``program_to_dot(program)`` a static program (``Program.to_dot()``).
+``tape.visualize(loss)`` draws the global tape with the backward of ``loss``;
+``tape.static.to_dot(tape, loss)`` any tape; ``program_to_dot(program)`` a static program
+(``Program.to_dot()``). They live in static mode because the backward they draw is static
+``append_backward``'s.
 """
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import pathlib
 import shutil
 import subprocess
 
-from .desc import OpDesc, ProgramDesc
-from .registry import grad_name
-from .tape import Tape, get_global_tape
+from ..desc import OpDesc, ProgramDesc
+from ..registry import grad_name
+from ..tape import Tape, get_global_tape
+from .backward import append_backward
 
 _CLUSTERS = (("forward tape", lambda role: not role & 3), ("backward tape", lambda role: role & 1),
              ("optimizer", lambda role: role & 2))
@@ -78,7 +81,6 @@ def to_dot(tape: Tape, loss=None) -> str:
     """The Graphviz source of ``tape``'s recorded ops and, with ``loss`` (a Variable the tape
     computed), of their backward: the grad ops static ``append_backward`` makes, which are the
     ones ``loss.backward()`` runs. Draw before calling backward, which spends the tape."""
-    from .static import append_backward
     desc = ProgramDesc()
     block = desc.global_block()
     for h in tape:
