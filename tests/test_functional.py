@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from function_check import check_function_grad
 from references.conv import conv2d as conv2d_ref
 from references.pool import pool2d as pool2d_ref
 
 import tape
 from tape import functional as F
+from tape.testing import check_function_grad
 
 RNG = np.random.default_rng(0)
 V = tape.Variable

@@ -4,10 +4,10 @@ import inspect
 
 import numpy as np
 import pytest
-from function_check import check_function_grad
 
 import tape
 from tape import ops
+from tape.testing import check_function_grad
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(0.5, 2.0, (2, 3, 4))      # positive: log, sqrt, pow and prod are smooth

@@ -3,12 +3,13 @@ Python function of Variables (a composition of ops: a Variable method, an operat
 functional) rather than one registered op."""
 import numpy as np
 
-import tape
-from tape import ops
+from .. import ops
+from ..tape import no_grad, reset_global_tape
+from ..variable import Variable
 
 
 def _run(fn, arrays, wrt=False):
-    variables = [tape.Variable(a, stop_gradient=not (wrt and a.dtype.kind == "f"))
+    variables = [Variable(a, stop_gradient=not (wrt and a.dtype.kind == "f"))
                  for a in arrays]
     return variables, fn(*variables)
 
@@ -17,7 +18,7 @@ def _difference(fn, arrays, i, direction, cotangent, step) -> float:
     """``<cotangent, (fn(x + step v) - fn(x - step v)) / 2 step>`` with x the i-th input."""
     moved = [list(arrays), list(arrays)]
     moved[0][i], moved[1][i] = arrays[i] + step * direction, arrays[i] - step * direction
-    with tape.no_grad():
+    with no_grad():
         plus, minus = (_run(fn, m)[1].value() for m in moved)
     return float(np.sum(cotangent * (plus - minus))) / (2 * step)
 
@@ -31,11 +32,11 @@ def check_function_grad(fn, *arrays, argnums=None, seed=0, rtol=1e-6, atol=1e-9)
     argnums = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if argnums is None \
         else argnums
     rng = np.random.default_rng(seed)
-    tape.reset_global_tape()
+    reset_global_tape()
     variables, out = _run(fn, arrays, wrt=True)
     assert out.dtype == np.float64, f"{fn}: float64 inputs gave a {out.dtype} output"
     cotangent = rng.standard_normal(out.shape)
-    ops.reduce_sum(out * tape.Variable(cotangent), reduce_all=True).backward()
+    ops.reduce_sum(out * Variable(cotangent), reduce_all=True).backward()
     for i in argnums:
         direction = rng.uniform(-1.0, 1.0, arrays[i].shape)
         grad = variables[i].grad
@@ -51,4 +52,4 @@ def check_function_grad(fn, *arrays, argnums=None, seed=0, rtol=1e-6, atol=1e-9)
             f"{fn}: gradient of input {i} disagrees with finite differences: vector-Jacobian "
             f"product {analytic:.12g}, central difference {numeric:.12g} (tolerance "
             f"{tolerance:.3g})")
-    tape.reset_global_tape()
+    reset_global_tape()
