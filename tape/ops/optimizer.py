@@ -158,6 +158,18 @@ register_op(
 
 # ---- adam, adamw ----
 
+def _beta_powers_and_skip(ctx) -> None:
+    """Adam's and Lamb's one-element Beta1Pow/Beta2Pow (their outputs take their shapes) and
+    optional bool SkipUpdate."""
+    for slot in ("Beta1Pow", "Beta2Pow"):
+        _require_one_element(ctx, slot)
+        power = ctx.input(slot)
+        ctx.set_output(slot + "Out", power.shape, power.dtype)
+    if ctx.has_input("SkipUpdate"):
+        _require_one_element(ctx, "SkipUpdate", floating=False)
+        require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
+
+
 def _adam_shape(ctx):
     dtype = _param_shape(ctx)
     for slot in ("Moment1", "Moment2"):
@@ -169,13 +181,7 @@ def _adam_shape(ctx):
                         f"{'given' if not amsgrad else 'missing'}")
     if amsgrad:
         _state_shape(ctx, "Moment2Max", dtype)
-    for slot in ("Beta1Pow", "Beta2Pow"):
-        _require_one_element(ctx, slot)
-        power = ctx.input(slot)
-        ctx.set_output(slot + "Out", power.shape, power.dtype)
-    if ctx.has_input("SkipUpdate"):
-        _require_one_element(ctx, "SkipUpdate", floating=False)
-        require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
+    _beta_powers_and_skip(ctx)
     for slot in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
         if ctx.has_input(slot):
             _require_one_element(ctx, slot)
@@ -405,13 +411,7 @@ register_op(
 
 def _lamb_shape(ctx):
     _state_shapes("Moment1", "Moment2")(ctx)
-    for slot in ("Beta1Pow", "Beta2Pow"):
-        _require_one_element(ctx, slot)
-        power = ctx.input(slot)
-        ctx.set_output(slot + "Out", power.shape, power.dtype)
-    if ctx.has_input("SkipUpdate"):
-        _require_one_element(ctx, "SkipUpdate", floating=False)
-        require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
+    _beta_powers_and_skip(ctx)
 
 
 def _lamb_case(d):

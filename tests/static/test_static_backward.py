@@ -4,7 +4,7 @@ import pytest
 
 import tape
 import tape.static as static
-from tape import layers, params
+from tape import layers, optim, params
 from tape.desc import OpDesc
 from tape.optim.adam import Adam
 from tape.optim.clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue
@@ -224,7 +224,13 @@ def test_one_program_runs_inference_training_or_checkpointing_by_target(tmp_path
     lambda: SGD(0.1, grad_clip=ClipGradByGlobalNorm(0.5)),
     lambda: Momentum(0.1, weight_decay=0.01, grad_clip=ClipGradByNorm(0.3)),
     lambda: Adam(0.05, weight_decay=0.01, grad_clip=ClipGradByValue(0.1)),
-], ids=["sgd", "momentum", "adam", "sgd-global-norm", "momentum-norm", "adam-value"])
+    lambda: optim.Adagrad(0.1),
+    lambda: optim.RMSProp(0.01, momentum=0.5, centered=True),
+    lambda: optim.Adadelta(1.0),
+    lambda: optim.Adamax(0.05),
+    lambda: optim.Lamb(0.05),
+], ids=["sgd", "momentum", "adam", "sgd-global-norm", "momentum-norm", "adam-value", "adagrad",
+        "rmsprop-centered", "adadelta", "adamax", "lamb"])
 def test_static_training_matches_the_eager_loop_step_for_step(make_optimizer):
     params_, loss_fn = _classifier()
     program = static.trace(loss_fn, *_batch())
