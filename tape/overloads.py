@@ -22,6 +22,8 @@ Variable.__hash__ = object.__hash__
 
 def _number(other):
     """``other`` as a Python float when it is a real number or a 0-D numpy value, else None."""
+    if type(other) is float or type(other) is int:      # (the usual case, without an ABC check)
+        return float(other)
     if isinstance(other, numbers.Real) or isinstance(other, np.ndarray) and other.ndim == 0:
         return float(other)
     return None
@@ -42,7 +44,7 @@ def _binary(op_type: str, by_number=None, reflected: bool = False):
     op = getattr(ops, op_type)
 
     def operator(self, other):
-        if by_number is not None and self.dtype.kind == "f":
+        if by_number is not None and self.desc.dtype in dtypes.FLOATING:
             c = _number(other)
             if c is not None:
                 return by_number(self, c)

@@ -98,10 +98,7 @@ class Tape:
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
         """Check, infer, run the kernel and record: the body of every eager op, written out
         for the op's slots (``tape.runner``)."""
-        runner = info.runner
-        if runner is None:
-            runner = info.runner = make_runner(info, _RUNNER_ENV)
-        return runner(self, inputs, attrs, outputs)
+        return (info.runner or runner(info))(self, inputs, attrs, outputs)
 
     def backward(self, loss: Variable) -> None:
         """Gradients of ``loss`` (seeded with ones) into ``.grad`` of the leaves that want them."""
@@ -135,6 +132,14 @@ def reset_global_tape() -> Tape:
 
 
 _RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle}
+
+
+def runner(info: OpInfo):
+    """The eager runner of op ``info``, ``run(tape, inputs, attrs, outputs)`` (made on first
+    use, then ``info.runner``): what ``Tape.run`` calls."""
+    if info.runner is None:
+        info.runner = make_runner(info, _RUNNER_ENV)
+    return info.runner
 
 
 @contextlib.contextmanager

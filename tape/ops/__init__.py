@@ -33,29 +33,27 @@ from . import (  # noqa: F401
 
 
 def _make_op_function(info):
-    slots = info.inputs
-    visible = info.visible_outputs
-    input_names = frozenset(info.input_names)
+    layout = tuple((s.name, s.duplicable) for s in info.inputs)
+    duplicable = dict(layout)
     visible_slots = [s for s in info.outputs if not s.intermediate]
-    single = len(visible_slots) == 1
-    single_list = single and visible_slots[0].duplicable
+    single = visible_slots[0].name if len(visible_slots) == 1 else None
+    single_list = single is not None and visible_slots[0].duplicable
 
     def op(*args, **attrs):
-        if len(args) > len(slots):
-            raise TypeError(f"{info.type} takes at most {len(slots)} inputs "
+        if len(args) > len(layout):
+            raise TypeError(f"{info.type} takes at most {len(layout)} inputs "
                             f"({', '.join(info.input_names)}), received {len(args)}")
         inputs = {}
-        for slot, arg in zip(slots, args):
+        for (slot, many), arg in zip(layout, args):
             if arg is not None:
-                inputs[slot.name] = list(arg) if slot.duplicable else [arg]
-        if attrs and not input_names.isdisjoint(attrs):
-            for name in [k for k in attrs if k in input_names]:
+                inputs[slot] = list(arg) if many else [arg]
+        if attrs and not duplicable.keys().isdisjoint(attrs):
+            for name in [k for k in attrs if k in duplicable]:
                 arg = attrs.pop(name)
-                inputs[name] = list(arg) if info.inputs[info.input_names.index(name)].duplicable \
-                    else [arg]
+                inputs[name] = list(arg) if duplicable[name] else [arg]
         out = get_global_tape().run(info, inputs, attrs)
-        if single:
-            written = out.get(visible[0])
+        if single is not None:
+            written = out.get(single)
             if single_list:
                 return written
             return written[0] if written else None
