@@ -96,21 +96,21 @@ def load_params(path, expected) -> dict:
     return dict(zip((name for name, _, _ in expected), load_combined(path, expected)))
 
 
-def _open_regular(path):
+def open_regular(path, what: str = "parameter file"):
     """Open ``path`` for reading; only a regular file (a FIFO or a device could block or never
-    end)."""
+    end). ``what`` names the file in the errors."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise NotFoundError(f"parameter file {path} does not exist") from None
+        raise NotFoundError(f"{what} {path} does not exist") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InvalidArgumentError(f"parameter file {path} is not a regular file")
+        raise InvalidArgumentError(f"{what} {path} is not a regular file")
     return open(path, "rb")
 
 
 def _records(path, expected, load: bool):
     """Yield ``((shape, dtype), array or None)`` per record; see load_combined."""
-    with _open_regular(path) as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         reader = _Reader(f, size, os.fspath(path))
         index = 0

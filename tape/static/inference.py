@@ -8,7 +8,6 @@ atomically. ``load_inference_model(dirname)`` reads both; nothing in either file
 from __future__ import annotations
 
 import os
-import stat
 
 from .. import dtypes, params
 from ..atomic import atomic_write
@@ -73,7 +72,8 @@ def load_inference_model(dirname) -> Program:
     ``save_inference_model``), its parameters in ``program.scope``."""
     model_path = os.path.join(dirname, MODEL_FILE)
     try:
-        desc = ProgramDesc.parse_from_string(_read_regular(model_path))
+        with params.open_regular(model_path, "model file") as f:
+            desc = ProgramDesc.parse_from_string(f.read())
     except InvalidArgumentError as e:
         raise InvalidArgumentError(f"load_inference_model: {model_path}: {e}") from None
     check_inference_desc(desc, f"load_inference_model: {model_path}")
@@ -191,13 +191,3 @@ def _checked_value(desc, var):
     return value
 
 
-def _read_regular(path: str) -> bytes:
-    """The bytes of ``path``, which must be a regular file (a FIFO or device could hang)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise NotFoundError(f"model file {path} does not exist") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidArgumentError(f"model file {path} is not a regular file")
-    with open(path, "rb") as f:
-        return f.read()
