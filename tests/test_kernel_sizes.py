@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tape.kernels.cpu import activation, optimizer
+from tape.kernels.cpu import math as matmul_kernels
 
 
 @pytest.fixture(params=["numpy", "numba"])
@@ -12,6 +13,7 @@ def path(request, monkeypatch):
     limit = float("inf") if request.param == "numpy" else 0
     monkeypatch.setattr(activation, "RELU_GRAD_NUMBA_FROM", limit)
     monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
+    monkeypatch.setattr(matmul_kernels, "OUTER_NUMBA_FROM", limit)
     return request.param
 
 
@@ -31,3 +33,15 @@ def test_relu_grad_and_sgd_are_bit_for_bit_the_formulas(path, dtype):
         expected = param - lr[0] * grad
     optimizer.sgd(param, lr, grad, None)
     assert param.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_outer_product_gradients_are_bit_for_bit_blas(path, dtype):
+    """At batch 1 a weight's gradient is an outer product; signed zeros, NaN and inf as GEMM's."""
+    x, y, dout = _values(dtype, (1, 5)), _values(dtype, (5, 7), seed=1), _values(dtype, (1, 7))
+    with np.errstate(invalid="ignore"):
+        dx, dy = matmul_kernels.mul_grad(x, y, dout, 1, 1, ("X@GRAD", "Y@GRAD"))
+        assert dy.tobytes() == (x.T @ dout).tobytes()
+        assert dx.tobytes() == (dout @ y.T).tobytes()
+        _, dy = matmul_kernels.matmul_v2_grad(x, y.T, dout, False, True, ("Y@GRAD",))
+        assert dy.tobytes() == (dout.T @ x).tobytes()
