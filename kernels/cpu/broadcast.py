@@ -32,6 +32,14 @@ def grad_shapes(X, Y, axis):
     return align_shapes(X.shape, Y.shape, axis)
 
 
+def grad_operands(X, Y, axis):
+    """``(x, y, xs, ys)``: views of X and Y aligned to the output's rank, and their shapes."""
+    if X.ndim == Y.ndim:    # the common case, without a reshape
+        return X, Y, X.shape, Y.shape
+    xs, ys = grad_shapes(X, Y, axis)
+    return X.reshape(xs), Y.reshape(ys), xs, ys
+
+
 def _sum_rows(g, out):
     return np.sum(g, axis=0, out=out)
 
@@ -62,9 +70,9 @@ def unbroadcast(g, shape, padded):
     """Sum ``g`` over the dims where ``padded`` (``shape`` aligned to ``g``'s rank) is 1."""
     if g.shape == tuple(shape):
         return g
-    axes = _reduced_axes(g.shape, padded)
-    if not axes:
+    if g.size == math.prod(shape):    # only unit dims to drop or add (a bias at batch 1)
         return g.reshape(shape)
+    axes = _reduced_axes(g.shape, padded)
     k = _leading_rows(g.shape, axes)
     if k and g.flags.c_contiguous:
         inner = math.prod(g.shape[k:])
@@ -75,7 +83,9 @@ def unbroadcast(g, shape, padded):
 
 def unbroadcast_product(a, b, shape, padded):
     """``unbroadcast(a * b, shape, padded)``, fused when it is a plain sum over leading rows."""
-    if a.shape == b.shape and a.shape != tuple(shape) and a.dtype == b.dtype:
+    if a.shape == shape:
+        return a * b
+    if a.shape == b.shape and a.size != math.prod(shape) and a.dtype == b.dtype:
         axes = _reduced_axes(a.shape, padded)
         k = _leading_rows(a.shape, axes)
         if k and a.flags.c_contiguous and b.flags.c_contiguous:
