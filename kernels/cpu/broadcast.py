@@ -14,9 +14,15 @@ from tape.geometry import align_shapes
 from ..jit import njit
 
 
+def _trailing(X, Y, axis) -> bool:
+    """Whether ``axis`` places the shorter of X and Y at the end, as numpy's broadcasting does
+    (Linear's bias add: axis 1 for (N, M) + (M,))."""
+    return axis == -1 or axis == abs(X.ndim - Y.ndim)
+
+
 def aligned(X, Y, axis):
     """Views of X and Y whose ranks match under Paddle's ``axis`` rule."""
-    if X.ndim == Y.ndim or axis == -1:
+    if X.ndim == Y.ndim or _trailing(X, Y, axis):
         return X, Y
     xs, ys = align_shapes(X.shape, Y.shape, axis)
     return X.reshape(xs), Y.reshape(ys)
@@ -26,7 +32,7 @@ def grad_shapes(X, Y, axis):
     """X's and Y's shapes as aligned to the output's rank."""
     if X.ndim == Y.ndim:
         return X.shape, Y.shape
-    if axis == -1:
+    if _trailing(X, Y, axis):
         rank = max(X.ndim, Y.ndim)
         return (1,) * (rank - X.ndim) + X.shape, (1,) * (rank - Y.ndim) + Y.shape
     return align_shapes(X.shape, Y.shape, axis)
