@@ -37,6 +37,8 @@ def _matmul(a, b):
 
 
 def _flatten(a, num_col_dims):
+    if a.ndim == 2 and num_col_dims == 1:    # already a matrix (Linear's case): no reshape
+        return a
     return a.reshape(math.prod(a.shape[:num_col_dims]), math.prod(a.shape[num_col_dims:]))
 
 
