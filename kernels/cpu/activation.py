@@ -72,7 +72,8 @@ def absolute(X):
 def _elementwise(loop, a, dOut, *scalars):
     """Run a ``pointwise`` gradient loop over flat views; dX has ``a``'s shape and dtype."""
     dx = np.empty(a.shape, a.dtype)
-    loop(np.ravel(a), np.ravel(dOut), dx.reshape(-1), scalars)
+    # the ravel method, not np.ravel's Python wrapper: 1.2 against 1.8 us a call at 1x64
+    loop(a.ravel(), dOut.ravel(), dx.reshape(-1), scalars)
     return dx
 
 
@@ -246,7 +247,7 @@ _clip_grad = pointwise(formulas.clip_grad)
 @kernel("gelu")
 def gelu(X, approximate):
     out = np.empty(X.shape, X.dtype)
-    _gelu(np.ravel(X), out.reshape(-1), (approximate,))
+    _gelu(X.ravel(), out.reshape(-1), (approximate,))
     return out
 
 
