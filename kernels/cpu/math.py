@@ -29,8 +29,9 @@ OUTER_NUMBA_FROM = 1024
 
 def _matmul(a, b):
     """``a @ b``, with a large enough outer product (2-D, inner size 1) in one numba loop."""
-    if (a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.dtype == b.dtype
-            and a.shape[0] * b.shape[1] >= OUTER_NUMBA_FROM):
+    # cheapest test first: this runs for every product of every matmul gradient
+    if (a.shape[-1] == 1 and a.ndim == 2 == b.ndim and a.shape[0] * b.shape[1] >= OUTER_NUMBA_FROM
+            and a.dtype == b.dtype):
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)
         return _outer(a.reshape(-1), b.reshape(-1), a.dtype.type(0), out)
     return a @ b
