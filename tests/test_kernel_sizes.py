@@ -1,17 +1,20 @@
 """Kernels that run numpy below a size and a numba loop from it on: both paths agree (bit for bit
 where they compute the same formula), whichever size the other tests happen to use."""
+import warnings
+
 import numpy as np
 import pytest
 
 from tape.kernels.cpu import activation, optimizer
+from tape.kernels.cpu import math as matmul_kernels
 
 
 @pytest.fixture(params=["numpy", "numba"])
 def path(request, monkeypatch):
     """Every threshold at infinity (numpy everywhere) or 0 (numba everywhere)."""
     limit = float("inf") if request.param == "numpy" else 0
-    monkeypatch.setattr(activation, "RELU_GRAD_NUMBA_FROM", limit)
     monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
+    monkeypatch.setattr(matmul_kernels, "OUTER_NUMBA_FROM", limit)
     return request.param
 
 
@@ -32,3 +35,28 @@ def test_relu_grad_and_sgd_are_bit_for_bit_the_formulas(path, dtype):
         expected = param - lr[0] * grad
     optimizer.sgd(param, lr, grad, None)
     assert param.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_outer_product_gradients_are_bit_for_bit_blas(path, dtype):
+    """At batch 1 a weight's gradient is an outer product; signed zeros, NaN and inf as GEMM's."""
+    x, y, dout = _values(dtype, (1, 5)), _values(dtype, (5, 7), seed=1), _values(dtype, (1, 7))
+    with np.errstate(invalid="ignore"):
+        dx, dy = matmul_kernels.mul_grad(x, y, dout, 1, 1, ("X@GRAD", "Y@GRAD"))
+        assert dy.tobytes() == (x.T @ dout).tobytes()
+        assert dx.tobytes() == (dout @ y.T).tobytes()
+        _, dy = matmul_kernels.matmul_v2_grad(x, y.T, dout, False, True, ("Y@GRAD",))
+        assert dy.tobytes() == (dout.T @ x).tobytes()
+
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (5, 7)])
+def test_sigmoid_is_the_formula_bit_for_bit_without_overflow_warnings(shape, dtype):
+    """In place for arrays, out of place for a 0-d input; exp(-X) = inf gives 0, silently."""
+    x = _values(dtype, shape) * 1000 if shape else np.array(-1000, dtype)
+    with np.errstate(over="ignore"):
+        expected = 1 / (1 + np.exp(-x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.asarray(activation.sigmoid(x)).tobytes() == np.asarray(expected).tobytes()

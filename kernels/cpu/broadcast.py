@@ -14,9 +14,15 @@ from tape.geometry import align_shapes
 from ..jit import njit
 
 
+def _trailing(X, Y, axis) -> bool:
+    """Whether ``axis`` places the shorter of X and Y at the end, as numpy's broadcasting does
+    (Linear's bias add: axis 1 for (N, M) + (M,))."""
+    return axis == -1 or axis == abs(X.ndim - Y.ndim)
+
+
 def aligned(X, Y, axis):
     """Views of X and Y whose ranks match under Paddle's ``axis`` rule."""
-    if X.ndim == Y.ndim or axis == -1:
+    if X.ndim == Y.ndim or _trailing(X, Y, axis):
         return X, Y
     xs, ys = align_shapes(X.shape, Y.shape, axis)
     return X.reshape(xs), Y.reshape(ys)
@@ -26,10 +32,18 @@ def grad_shapes(X, Y, axis):
     """X's and Y's shapes as aligned to the output's rank."""
     if X.ndim == Y.ndim:
         return X.shape, Y.shape
-    if axis == -1:
+    if _trailing(X, Y, axis):
         rank = max(X.ndim, Y.ndim)
         return (1,) * (rank - X.ndim) + X.shape, (1,) * (rank - Y.ndim) + Y.shape
     return align_shapes(X.shape, Y.shape, axis)
+
+
+def grad_operands(X, Y, axis):
+    """``(x, y, xs, ys)``: views of X and Y aligned to the output's rank, and their shapes."""
+    if X.ndim == Y.ndim:    # the common case, without a reshape
+        return X, Y, X.shape, Y.shape
+    xs, ys = grad_shapes(X, Y, axis)
+    return X.reshape(xs), Y.reshape(ys), xs, ys
 
 
 def _sum_rows(g, out):
@@ -62,9 +76,9 @@ def unbroadcast(g, shape, padded):
     """Sum ``g`` over the dims where ``padded`` (``shape`` aligned to ``g``'s rank) is 1."""
     if g.shape == tuple(shape):
         return g
-    axes = _reduced_axes(g.shape, padded)
-    if not axes:
+    if g.size == math.prod(shape):    # only unit dims to drop or add (a bias at batch 1)
         return g.reshape(shape)
+    axes = _reduced_axes(g.shape, padded)
     k = _leading_rows(g.shape, axes)
     if k and g.flags.c_contiguous:
         inner = math.prod(g.shape[k:])
@@ -75,7 +89,9 @@ def unbroadcast(g, shape, padded):
 
 def unbroadcast_product(a, b, shape, padded):
     """``unbroadcast(a * b, shape, padded)``, fused when it is a plain sum over leading rows."""
-    if a.shape == b.shape and a.shape != tuple(shape) and a.dtype == b.dtype:
+    if a.shape == shape:
+        return a * b
+    if a.shape == b.shape and a.size != math.prod(shape) and a.dtype == b.dtype:
         axes = _reduced_axes(a.shape, padded)
         k = _leading_rows(a.shape, axes)
         if k and a.flags.c_contiguous and b.flags.c_contiguous:

@@ -3,7 +3,7 @@ import numpy as np
 
 from tape.registry import kernel
 
-from .broadcast import aligned, grad_shapes, unbroadcast, unbroadcast_product
+from .broadcast import aligned, grad_operands, grad_shapes, unbroadcast, unbroadcast_product
 
 
 @kernel("elementwise_add")
@@ -48,16 +48,15 @@ def elementwise_sub_grad(X, Y, dOut, axis, wants):
 
 @kernel("elementwise_mul_grad")
 def elementwise_mul_grad(X, Y, dOut, axis, wants):
-    xs, ys = grad_shapes(X, Y, axis)
-    dx = unbroadcast_product(dOut, Y.reshape(ys), X.shape, xs) if "X@GRAD" in wants else None
-    dy = unbroadcast_product(dOut, X.reshape(xs), Y.shape, ys) if "Y@GRAD" in wants else None
+    x, y, xs, ys = grad_operands(X, Y, axis)
+    dx = unbroadcast_product(dOut, y, X.shape, xs) if "X@GRAD" in wants else None
+    dy = unbroadcast_product(dOut, x, Y.shape, ys) if "Y@GRAD" in wants else None
     return dx, dy
 
 
 @kernel("elementwise_div_grad")
 def elementwise_div_grad(X, Y, Out, dOut, axis, wants):
-    xs, ys = grad_shapes(X, Y, axis)
-    y = Y.reshape(ys)
+    _, y, xs, ys = grad_operands(X, Y, axis)
     dx = unbroadcast(dOut / y, X.shape, xs) if "X@GRAD" in wants else None
     dy = unbroadcast(-dOut * Out / y, Y.shape, ys) if "Y@GRAD" in wants else None
     return dx, dy
@@ -85,8 +84,7 @@ def extremum_grad(X, Y, dOut, axis, wants, beats):
     """The gradients of max (``beats`` is ``np.greater``) or min (``np.less``): dOut goes to the
     input that beats the other, half to each on a tie, and to neither where one is NaN (as
     Paddle)."""
-    xs, ys = grad_shapes(X, Y, axis)
-    x, y = X.reshape(xs), Y.reshape(ys)
+    x, y, xs, ys = grad_operands(X, Y, axis)
     tie = (0.5 * dOut) * (x == y)
     dx = unbroadcast(dOut * beats(x, y) + tie, X.shape, xs) if "X@GRAD" in wants else None
     dy = unbroadcast(dOut * beats(y, x) + tie, Y.shape, ys) if "Y@GRAD" in wants else None
@@ -106,8 +104,7 @@ def elementwise_min_grad(X, Y, dOut, axis, wants):
 @kernel("elementwise_pow_grad")
 def elementwise_pow_grad(X, Y, dOut, axis, wants):
     # Paddle's: the limits where the formulas give 0 * inf (dX at Y = 0, dY at X = 0 <= Y)
-    xs, ys = grad_shapes(X, Y, axis)
-    x, y = X.reshape(xs), Y.reshape(ys)
+    x, y, xs, ys = grad_operands(X, Y, axis)
     zero = dOut.dtype.type(0)
     dx = dy = None
     with np.errstate(divide="ignore", invalid="ignore"):

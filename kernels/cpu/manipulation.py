@@ -17,7 +17,13 @@ def _contiguous(a):
 
 def _pieces(a, sizes, axis):
     """``a`` cut along ``axis`` into C-contiguous pieces of ``sizes``."""
-    return [_contiguous(p) for p in np.split(a, np.cumsum(sizes[:-1]), axis)]
+    # basic slicing: np.split costs 10 us for 4 pieces of a (1, 128) row, this 2 us
+    lead = (slice(None),) * (axis % a.ndim)
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(_contiguous(a[lead + (slice(start, start + size),)]))
+        start += size
+    return pieces
 
 
 @kernel("concat", types=dtypes.ALL)

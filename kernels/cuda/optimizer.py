@@ -59,13 +59,7 @@ def _adam_fused(param, grad, moment1, moment2, moment2_max, beta1, rest1, beta2,
            beta2, rest2, lr_t, eps_t, keep, amsgrad)
 
 
-def _scalar(array, dtype):
-    """The single element of a 1-element array as a ``dtype`` scalar (read to the host)."""
-    return dtype.type(array.reshape(-1)[0].item())
-
-
-_state = {"_flat": on_device(cpu._flat), "_write_back": on_device(cpu._write_back),
-          "_scalar": _scalar}
+_state = {"_flat": on_device(cpu._flat), "_write_back": on_device(cpu._write_back)}
 cuda_kernel("sgd")(with_globals(cpu.sgd, _sgd_fused=_sgd_fused, **_state))
 cuda_kernel("momentum")(with_globals(cpu.momentum, _momentum_fused=_momentum_fused, **_state))
 # numpy stays numpy in the adam step: it computes the host scalars
