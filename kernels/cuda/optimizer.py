@@ -91,5 +91,5 @@ def _each_element(step):
 _apply = on_device(cpu._apply, _each_element=_each_element, _flat=_state["_flat"],
                    _write_back=_state["_write_back"])
 for _op in ("adagrad", "rmsprop", "adadelta", "adamax"):
-    cuda_kernel(_op)(with_globals(getattr(cpu, _op), _apply=_apply, _scalar=_scalar))
-cuda_kernel("lamb")(on_device(cpu.lamb, _apply=_apply, _scalar=_scalar))
+    cuda_kernel(_op)(with_globals(getattr(cpu, _op), _apply=_apply))
+cuda_kernel("lamb")(on_device(cpu.lamb, _apply=_apply))
