@@ -194,11 +194,14 @@ def run_backward(ops: list, seeds: dict) -> None:
     summed = set()      # VarDescs whose gradient array the summing made
     while ops:
         h = ops.pop()
-        outs = [e.desc if type(e) is Variable else e for es in h.outputs.values() for e in es]
-        for d in outs:
-            if d in grads:
-                break
-        else:
+        outs = []
+        reached = False
+        for es in h.outputs.values():
+            for e in es:
+                d = e.desc if type(e) is Variable else e
+                outs.append(d)
+                reached = reached or d in grads
+        if not reached:
             continue
         plan = h.plan
         for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h)):

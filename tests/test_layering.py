@@ -66,7 +66,8 @@ RULES = {
         (lambda: sources("kernels"), ("tape.ops", "tape.static", "tape.layers", "tape.optim")),
     # the core (tape/*.py and the op definitions) comes before static mode
     "the core sees no tape.static":
-        (lambda: sources("tape", "*.py", {TAPE_INIT}) + sources("tape/ops"), ("tape.static",)),
+        (lambda: sources("tape", "*.py", {TAPE_INIT}) + sources("tape/ops")
+         + sources("tape/testing"), ("tape.static",)),
     "tape sees no layers or optim":
         (lambda: sources("tape", skip={TAPE_INIT}), ("tape.layers", "tape.optim")),
 }

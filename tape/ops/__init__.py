@@ -8,7 +8,7 @@ one Variable, or a tuple in proto order.
 import inspect
 
 from ..registry import REGISTRY
-from ..tape import get_global_tape
+from ..tape import _local, get_global_tape
 
 # each family registers its ops on import
 from . import (  # noqa: F401
@@ -51,7 +51,7 @@ def _make_op_function(info):
             for name in [k for k in attrs if k in duplicable]:
                 arg = attrs.pop(name)
                 inputs[name] = list(arg) if duplicable[name] else [arg]
-        out = get_global_tape().run(info, inputs, attrs)
+        out = (_local.tape or get_global_tape()).run(info, inputs, attrs)
         if single is not None:
             written = out.get(single)
             if single_list:
