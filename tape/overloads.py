@@ -12,6 +12,8 @@ import numpy as np
 
 from . import dtypes, ops
 from .errors import InvalidArgumentError
+from .registry import op_info
+from .tape import get_global_tape
 from .variable import Variable, reading_values_allowed
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -55,14 +57,22 @@ def _binary(op_type: str, by_number=None, reflected: bool = False):
     return operator
 
 
-Variable.__add__ = Variable.__radd__ = _binary(
-    "elementwise_add", lambda x, c: ops.scale(x, bias=c))
-Variable.__sub__ = _binary("elementwise_sub", lambda x, c: ops.scale(x, bias=-c))
+_SCALE = op_info("scale")
+
+
+def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
+    """``scale * x + bias`` as one ``scale`` op, run on the tape directly: ``x * 2.0`` and
+    ``x + 1.0`` are the commonest ops of all, and ``ops.scale``'s argument handling is not
+    needed for them."""
+    return get_global_tape().run(_SCALE, {"X": [x]}, {"scale": scale, "bias": bias})["Out"][0]
+
+
+Variable.__add__ = Variable.__radd__ = _binary("elementwise_add", lambda x, c: _scale(x, bias=c))
+Variable.__sub__ = _binary("elementwise_sub", lambda x, c: _scale(x, bias=-c))
 Variable.__rsub__ = _binary(
-    "elementwise_sub", lambda x, c: ops.scale(x, scale=-1.0, bias=c), reflected=True)
-Variable.__mul__ = Variable.__rmul__ = _binary(
-    "elementwise_mul", lambda x, c: ops.scale(x, scale=c))
-Variable.__truediv__ = _binary("elementwise_div", lambda x, c: ops.scale(x, scale=1.0 / c)
+    "elementwise_sub", lambda x, c: _scale(x, scale=-1.0, bias=c), reflected=True)
+Variable.__mul__ = Variable.__rmul__ = _binary("elementwise_mul", lambda x, c: _scale(x, scale=c))
+Variable.__truediv__ = _binary("elementwise_div", lambda x, c: _scale(x, scale=1.0 / c)
                                if c else ops.elementwise_div(x, _operand(x, c)))
 Variable.__rtruediv__ = _binary("elementwise_div", reflected=True)
 Variable.__pow__ = _binary("elementwise_pow", lambda x, c: ops.pow(x, factor=c))
@@ -78,7 +88,7 @@ Variable.__ne__ = _binary("not_equal")
 
 
 def _neg(self):
-    return ops.scale(self, scale=-1.0)
+    return _scale(self, scale=-1.0)
 
 
 Variable.__neg__ = _neg
