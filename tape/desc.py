@@ -8,11 +8,10 @@ code, and bad bytes raise InvalidArgumentError saying what was wrong.
 """
 from __future__ import annotations
 
-import itertools
-
 from . import dtypes
 from .attribute import BLOCK, BLOCKS
 from .errors import InvalidArgumentError
+from .names import name_source
 from .wire import (
     COMMON_ATTRS,
     PADDLE_OP_VERSIONS,
@@ -34,22 +33,6 @@ _TENSOR_FIELDS = {DENSE_TENSOR: "dense_tensor", SELECTED_ROWS: "selected_rows",
                   DENSE_TENSOR_ARRAY: "tensor_array"}
 # element types a TensorDesc may name (VarType.Type values that are not variable kinds)
 _ELEMENT_TYPES = frozenset((0, 1, 2, 3, 4, 5, 6, 19, 20, 21, 22, 23, 24, 32, 33, 36, 37, 38))
-
-_name_sources: dict = {}
-
-
-def name_source(prefix: str):
-    """The iterator of process-unique names ``prefix_0, prefix_1, ...`` (one per prefix)."""
-    source = _name_sources.get(prefix)
-    if source is None:
-        source = _name_sources[prefix] = map(f"{prefix}_{{}}".format, itertools.count())
-    return source
-
-
-def unique_name(prefix: str = "tmp") -> str:
-    """A process-unique name: ``tmp_12``, ``linear_0``."""
-    return next(name_source(prefix))
-
 
 _temporary_names = name_source("tmp")
 _new_object = object.__new__

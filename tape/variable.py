@@ -8,8 +8,9 @@ import threading
 import numpy as np
 
 from . import dtypes
-from .desc import VarDesc, name_source, unique_name  # noqa: F401  (imported from here too)
+from .desc import VarDesc
 from .errors import InvalidArgumentError, PreconditionNotMetError
+from .names import name_source, unique_name  # noqa: F401  (imported from here too)
 from .place import CPU, Place, default_place, host_array
 
 _SUPPORTED = frozenset(dtypes.to_numpy(code) for code in dtypes.ALL)
@@ -213,3 +214,12 @@ class Variable:
         indent = " " * len("Variable(")
         values = np.array2string(host_array(self._value), prefix=indent, separator=", ")
         return f"{head},\n{indent}{values})"
+
+
+def as_variable(x, dtype=None, like: Variable | None = None) -> Variable:
+    """``x`` as a Variable: as is, or a constant of ``dtype`` (or ``like``'s dtype) on ``like``'s
+    place."""
+    if isinstance(x, Variable):
+        return x
+    dtype = like.dtype if dtype is None and like is not None else dtype
+    return Variable(np.asarray(x, dtype=dtype), place=None if like is None else like.place)

@@ -6,116 +6,38 @@ Moment1Out as Moment1, and so on. With ``multi_precision`` the update runs on Ma
 higher-precision copy) and its state has MasterParam's dtype; ParamOut is MasterParamOut cast
 back. None of them has a gradient.
 """
-import math
 
 import numpy as np
 
 from .. import dtypes
 from ..attribute import BOOLEAN, FLOAT, LONG, STRING, AtLeast, Attr, InRange, OneOf
 from ..registry import Slot, register_op
-from .rules import fmt, require_dtype, require_float, require_same_dtype
-
-
-def _same_shape(a, b) -> bool:
-    """Equal shapes, an unknown (-1) dim matching any."""
-    return len(a) == len(b) and all(x == y or -1 in (x, y) for x, y in zip(a, b))
-
-
-def _require_like_param(ctx, slot: str) -> None:
-    param, other = ctx.input("Param"), ctx.input(slot)
-    if not _same_shape(param.shape, other.shape):
-        raise ctx.error(f"{slot} {fmt(other.shape)} must have the shape of Param "
-                        f"{fmt(param.shape)}")
-
-
-def _require_one_element(ctx, slot: str, floating: bool = True) -> None:
-    d = ctx.input(slot)
-    if floating:
-        require_float(ctx, slot, d)
-    if -1 not in d.shape and math.prod(d.shape) != 1:
-        raise ctx.error(f"{slot} must hold one element, received shape {fmt(d.shape)}")
-
-
-def _param_shape(ctx) -> int:
-    """Check Param, Grad, LearningRate and MasterParam (given exactly when multi_precision) and
-    set ParamOut / MasterParamOut. Returns the dtype the update runs in: MasterParam's if given,
-    else Param's (the optimizer state must have it)."""
-    param = ctx.input("Param")
-    require_float(ctx, "Param", param)
-    require_same_dtype(ctx, "Param", "Grad")
-    _require_like_param(ctx, "Grad")
-    _require_one_element(ctx, "LearningRate")
-    ctx.set_output("ParamOut", param.shape, param.dtype)
-    multi_precision = ctx.attrs["multi_precision"]
-    if ctx.has_input("MasterParam") != multi_precision:
-        raise ctx.error(f"MasterParam must be given exactly when multi_precision is true, "
-                        f"received multi_precision={multi_precision} with MasterParam "
-                        f"{'given' if not multi_precision else 'missing'}")
-    if not multi_precision:
-        return param.dtype
-    master = ctx.input("MasterParam")
-    require_float(ctx, "MasterParam", master)
-    _require_like_param(ctx, "MasterParam")
-    ctx.set_output("MasterParamOut", master.shape, master.dtype)
-    return master.dtype
-
-
-def _state_shape(ctx, slot: str, dtype: int) -> None:
-    """A per-element state input (Velocity, Moment1, ...): Param's shape, the update's dtype;
-    sets ``<slot>Out`` alike."""
-    state = ctx.input(slot)
-    _require_like_param(ctx, slot)
-    if state.dtype != dtype:
-        raise ctx.error(f"{slot} ({state.name}) must be {dtypes.name(dtype)} (the dtype of "
-                        f"{'MasterParam' if ctx.attrs['multi_precision'] else 'Param'}), "
-                        f"received {dtypes.name(state.dtype)}")
-    ctx.set_output(slot + "Out", state.shape, state.dtype)
-
-
-_MULTI_PRECISION = Attr("multi_precision", BOOLEAN, False,
-                        "update MasterParam, then ParamOut = MasterParamOut cast to Param's dtype")
-_PARAM_INPUTS = [Slot("Param", "the parameter"), Slot("Grad", "gradient, shaped like Param"),
-                 Slot("LearningRate", "1 element")]
-_MASTER_PARAM = Slot("MasterParam", "higher-precision copy of Param (multi_precision)",
-                     dispensable=True)
-_PARAM_OUT = Slot("ParamOut", "the updated Param (the same variable)")
-_MASTER_PARAM_OUT = Slot("MasterParamOut", "the updated MasterParam (the same variable)",
-                         dispensable=True)
-
-
-def _param_case(d, max_rate=0.1):
-    """``(shape, inputs, attrs)``: Param, Grad, LearningRate of a drawn shape; MasterParam and
-    multi_precision half the time.
-
-    |Param| >= 1.5 and a small rate keep each step well below the parameter, as in training: a
-    step that cancels the parameter would leave float32 rounding of the O(1) terms in a near-zero
-    result, beyond the relative tolerance of the float32 forward check."""
-    shape = d.shape(1, 4, 1, 5)
-    inputs = {"Param": _parameter(d, shape), "LearningRate": d.floats((1,), 0.001, max_rate),
-              "Grad": d.floats(shape)}
-    if not d.boolean():
-        return shape, inputs, {}
-    inputs["MasterParam"] = _parameter(d, shape)
-    return shape, inputs, {"multi_precision": True}
-
-
-def _parameter(d, shape):
-    return d.floats(shape, -3.0, 3.0, away_from=[0.0], margin=1.5)
-
+from .optimizer_state import (
+    MASTER_PARAM,
+    MASTER_PARAM_OUT,
+    MULTI_PRECISION,
+    PARAM_INPUTS,
+    PARAM_OUT,
+    param_case,
+    param_shape,
+    require_one_element,
+    state_shape,
+)
+from .rules import require_dtype
 
 # ---- sgd ----
 
 def _sgd_case(d):
-    _, inputs, attrs = _param_case(d)
+    _, inputs, attrs = param_case(d)
     return inputs, attrs
 
 
 register_op(
     "sgd",
-    inputs=[_PARAM_INPUTS[0], _PARAM_INPUTS[2], _PARAM_INPUTS[1], _MASTER_PARAM],
-    outputs=[_PARAM_OUT, _MASTER_PARAM_OUT],
-    attrs=[_MULTI_PRECISION],
-    infer_shape=_param_shape, case=_sgd_case,
+    inputs=[PARAM_INPUTS[0], PARAM_INPUTS[2], PARAM_INPUTS[1], MASTER_PARAM],
+    outputs=[PARAM_OUT, MASTER_PARAM_OUT],
+    attrs=[MULTI_PRECISION],
+    infer_shape=param_shape, case=_sgd_case,
     doc="ParamOut = Param - LearningRate * Grad, in place. With multi_precision: "
         "MasterParamOut = MasterParam - LearningRate * Grad and ParamOut = cast(MasterParamOut).")
 
@@ -123,11 +45,11 @@ register_op(
 # ---- momentum ----
 
 def _momentum_shape(ctx):
-    _state_shape(ctx, "Velocity", _param_shape(ctx))
+    state_shape(ctx, "Velocity", param_shape(ctx))
 
 
 def _momentum_case(d):
-    shape, inputs, attrs = _param_case(d)
+    shape, inputs, attrs = param_case(d)
     inputs["Velocity"] = d.floats(shape)
     attrs.update(mu=d.choice((0.0, 0.5, 0.9)), use_nesterov=d.boolean(),
                  regularization_method=d.choice(("", "l2_decay")),
@@ -138,16 +60,16 @@ def _momentum_case(d):
 
 register_op(
     "momentum",
-    inputs=_PARAM_INPUTS[:2] + [Slot("Velocity", "running velocity, shaped like Param"),
-                                _PARAM_INPUTS[2], _MASTER_PARAM],
-    outputs=[_PARAM_OUT, Slot("VelocityOut", "the updated Velocity (the same variable)"),
-             _MASTER_PARAM_OUT],
+    inputs=PARAM_INPUTS[:2] + [Slot("Velocity", "running velocity, shaped like Param"),
+                                PARAM_INPUTS[2], MASTER_PARAM],
+    outputs=[PARAM_OUT, Slot("VelocityOut", "the updated Velocity (the same variable)"),
+             MASTER_PARAM_OUT],
     attrs=[Attr("mu", FLOAT, None, "momentum coefficient (required, as in Paddle)"),
            Attr("use_nesterov", BOOLEAN, False, "Nesterov momentum"),
            Attr("regularization_method", STRING, "", "'l2_decay' adds regularization_coeff * "
                 "Param to the gradient; '' adds nothing", check=OneOf("", "l2_decay")),
            Attr("regularization_coeff", FLOAT, 0.0, "the L2 decay coefficient"),
-           _MULTI_PRECISION,
+           MULTI_PRECISION,
            Attr("rescale_grad", FLOAT, 1.0, "the gradient is multiplied by it first")],
     infer_shape=_momentum_shape, case=_momentum_case,
     doc="g = rescale_grad * Grad (+ regularization_coeff * Param with 'l2_decay'); "
@@ -162,35 +84,35 @@ def _beta_powers_and_skip(ctx) -> None:
     """Adam's and Lamb's one-element Beta1Pow/Beta2Pow (their outputs take their shapes) and
     optional bool SkipUpdate."""
     for slot in ("Beta1Pow", "Beta2Pow"):
-        _require_one_element(ctx, slot)
+        require_one_element(ctx, slot)
         power = ctx.input(slot)
         ctx.set_output(slot + "Out", power.shape, power.dtype)
     if ctx.has_input("SkipUpdate"):
-        _require_one_element(ctx, "SkipUpdate", floating=False)
+        require_one_element(ctx, "SkipUpdate", floating=False)
         require_dtype(ctx, "SkipUpdate", dtypes.BOOL)
 
 
 def _adam_shape(ctx):
-    dtype = _param_shape(ctx)
+    dtype = param_shape(ctx)
     for slot in ("Moment1", "Moment2"):
-        _state_shape(ctx, slot, dtype)
+        state_shape(ctx, slot, dtype)
     amsgrad = ctx.attrs["amsgrad"]
     if ctx.has_input("Moment2Max") != amsgrad:
         raise ctx.error(f"Moment2Max must be given exactly when amsgrad is true, received "
                         f"amsgrad={amsgrad} with Moment2Max "
                         f"{'given' if not amsgrad else 'missing'}")
     if amsgrad:
-        _state_shape(ctx, "Moment2Max", dtype)
+        state_shape(ctx, "Moment2Max", dtype)
     _beta_powers_and_skip(ctx)
     for slot in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
         if ctx.has_input(slot):
-            _require_one_element(ctx, slot)
+            require_one_element(ctx, slot)
 
 
 def _adam_case(d):
     # |Grad| >= 0.5 and Moment2, Moment2Max >= 0.25 bound |m| / sqrt(v) by 4, and the bias
-    # correction is at most 10: with rates up to 0.02 a step stays below 0.8 (see _param_case).
-    shape, inputs, attrs = _param_case(d, max_rate=0.02)
+    # correction is at most 10: with rates up to 0.02 a step stays below 0.8 (see param_case).
+    shape, inputs, attrs = param_case(d, max_rate=0.02)
     inputs.update(Grad=d.floats(shape, away_from=[0.0], margin=0.5), Moment1=d.floats(shape),
                   Moment2=d.floats(shape, 0.25, 2.0), Beta1Pow=d.floats((1,), 0.05, 0.9),
                   Beta2Pow=d.floats((1,), 0.05, 0.99))
@@ -215,22 +137,22 @@ def _adamw_case(d):
     return inputs, attrs
 
 
-_ADAM_INPUTS = _PARAM_INPUTS + [
+_ADAM_INPUTS = PARAM_INPUTS + [
     Slot("Moment1", "first moment, shaped like Param"),
     Slot("Moment2", "second moment, shaped like Param"),
     Slot("Moment2Max", "running max of Moment2 (amsgrad)", dispensable=True),
     Slot("Beta1Pow", "beta1 ** t, 1 element"), Slot("Beta2Pow", "beta2 ** t, 1 element"),
-    _MASTER_PARAM,
+    MASTER_PARAM,
     Slot("SkipUpdate", "bool, 1 element: when true, nothing changes", dispensable=True),
     Slot("Beta1Tensor", "overrides beta1", dispensable=True),
     Slot("Beta2Tensor", "overrides beta2", dispensable=True),
     Slot("EpsilonTensor", "overrides epsilon", dispensable=True)]
 _ADAM_OUTPUTS = [
-    _PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
+    PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
     Slot("Moment2Out", "the same variable as Moment2"),
     Slot("Moment2MaxOut", "the same variable as Moment2Max", dispensable=True),
     Slot("Beta1PowOut", "Beta1Pow * beta1 (the same variable)"),
-    Slot("Beta2PowOut", "Beta2Pow * beta2 (the same variable)"), _MASTER_PARAM_OUT]
+    Slot("Beta2PowOut", "Beta2Pow * beta2 (the same variable)"), MASTER_PARAM_OUT]
 _BETA = InRange(0.0, 1.0)
 _ADAM_ATTRS = [
     Attr("beta1", FLOAT, 0.9, "decay of the first moment", check=_BETA),
@@ -239,7 +161,7 @@ _ADAM_ATTRS = [
     Attr("lazy_mode", BOOLEAN, False, "update only rows of a sparse gradient (no effect on a "
          "dense one)"),
     Attr("min_row_size_to_use_multithread", LONG, 1000, "a threading hint (no effect here)"),
-    _MULTI_PRECISION,
+    MULTI_PRECISION,
     Attr("use_global_beta_pow", BOOLEAN, False, "leave Beta1Pow and Beta2Pow unchanged (they "
          "are updated elsewhere)"),
     Attr("amsgrad", BOOLEAN, False, "divide by sqrt(max over steps of the second moment)")]
@@ -274,18 +196,18 @@ def _state_shapes(*slots):
     """A shape rule: Param, Grad, LearningRate (and MasterParam) checked, then each per-element
     state slot of ``slots`` (given ones only) shaped like Param, with its ``<slot>Out``."""
     def infer_shape(ctx):
-        dtype = _param_shape(ctx)
+        dtype = param_shape(ctx)
         for slot in slots:
             if ctx.has_input(slot):
-                _state_shape(ctx, slot, dtype)
+                state_shape(ctx, slot, dtype)
     return infer_shape
 
 
 def _state_case(d, *slots, low=0.25, high=2.0, max_rate=0.02):
-    """``(shape, inputs, attrs)``: _param_case with |Grad| >= 0.5 and the per-element state
+    """``(shape, inputs, attrs)``: param_case with |Grad| >= 0.5 and the per-element state
     ``slots`` drawn in [low, high] (second moments: positive). With rates up to 0.02 a step
-    stays well below the parameter (see _param_case)."""
-    shape, inputs, attrs = _param_case(d, max_rate=max_rate)
+    stays well below the parameter (see param_case)."""
+    shape, inputs, attrs = param_case(d, max_rate=max_rate)
     inputs["Grad"] = d.floats(shape, away_from=[0.0], margin=0.5)
     inputs.update({slot: d.floats(shape, low, high) for slot in slots})
     return shape, inputs, attrs
@@ -296,8 +218,8 @@ def _epsilon(default):
 
 
 def _outputs(*slots):
-    return [_PARAM_OUT, *(Slot(f"{slot}Out", f"the same variable as {slot}") for slot in slots),
-            _MASTER_PARAM_OUT]
+    return [PARAM_OUT, *(Slot(f"{slot}Out", f"the same variable as {slot}") for slot in slots),
+            MASTER_PARAM_OUT]
 
 
 def _adagrad_case(d):
@@ -308,10 +230,10 @@ def _adagrad_case(d):
 
 register_op(
     "adagrad",
-    inputs=_PARAM_INPUTS[:2] + [Slot("Moment", "sum of squared gradients, shaped like Param"),
-                                _PARAM_INPUTS[2], _MASTER_PARAM],
+    inputs=PARAM_INPUTS[:2] + [Slot("Moment", "sum of squared gradients, shaped like Param"),
+                                PARAM_INPUTS[2], MASTER_PARAM],
     outputs=_outputs("Moment"),
-    attrs=[_epsilon(1e-6), _MULTI_PRECISION],
+    attrs=[_epsilon(1e-6), MULTI_PRECISION],
     infer_shape=_state_shapes("Moment"), case=_adagrad_case,
     doc="MomentOut = Moment + Grad^2; ParamOut = Param - LearningRate * Grad / "
         "(sqrt(MomentOut) + epsilon). In place.")
@@ -322,7 +244,7 @@ def _rmsprop_case(d):
     centered = d.boolean()
     inputs["Moment"] = d.floats(shape, -0.1, 0.1)
     if centered or d.boolean():
-        # |MeanGrad| <= 0.3 keeps MeanSquare - MeanGrad^2 >= 0.16 (see _param_case)
+        # |MeanGrad| <= 0.3 keeps MeanSquare - MeanGrad^2 >= 0.16 (see param_case)
         inputs["MeanGrad"] = d.floats(shape, -0.3, 0.3)
     # decay 0 would leave a centered variance of 0
     attrs.update(epsilon=d.choice((1e-10, 1e-3)),
@@ -339,20 +261,20 @@ def _rmsprop_shape(ctx):
 
 register_op(
     "rmsprop",
-    inputs=[_PARAM_INPUTS[0], Slot("MeanSquare", "running mean of Grad^2, shaped like Param"),
-            _PARAM_INPUTS[1], Slot("Moment", "running step, shaped like Param"),
-            _PARAM_INPUTS[2],
+    inputs=[PARAM_INPUTS[0], Slot("MeanSquare", "running mean of Grad^2, shaped like Param"),
+            PARAM_INPUTS[1], Slot("Moment", "running step, shaped like Param"),
+            PARAM_INPUTS[2],
             Slot("MeanGrad", "running mean of Grad (centered), shaped like Param",
-                 dispensable=True), _MASTER_PARAM],
-    outputs=[_PARAM_OUT, Slot("MomentOut", "the same variable as Moment"),
+                 dispensable=True), MASTER_PARAM],
+    outputs=[PARAM_OUT, Slot("MomentOut", "the same variable as Moment"),
              Slot("MeanSquareOut", "the same variable as MeanSquare"),
              Slot("MeanGradOut", "the same variable as MeanGrad (given with MeanGrad)",
-                  dispensable=True), _MASTER_PARAM_OUT],
+                  dispensable=True), MASTER_PARAM_OUT],
     attrs=[_epsilon(1e-10), Attr("decay", FLOAT, 0.9, "decay of the running means",
                                  check=InRange(0.0, 1.0)),
            Attr("momentum", FLOAT, 0.0, "momentum of the step", check=AtLeast(0.0)),
            Attr("centered", BOOLEAN, False, "divide by the variance of Grad, not its mean "
-                "square"), _MULTI_PRECISION],
+                "square"), MULTI_PRECISION],
     infer_shape=_rmsprop_shape, case=_rmsprop_case,
     doc="MeanSquareOut = decay * MeanSquare + (1 - decay) * Grad^2; with centered, "
         "MeanGradOut = decay * MeanGrad + (1 - decay) * Grad and v = MeanSquareOut - "
@@ -369,13 +291,13 @@ def _adadelta_case(d):
 
 register_op(
     "adadelta",
-    inputs=_PARAM_INPUTS[:2] + [
+    inputs=PARAM_INPUTS[:2] + [
         Slot("AvgSquaredGrad", "running mean of Grad^2, shaped like Param"),
         Slot("AvgSquaredUpdate", "running mean of the squared steps, shaped like Param"),
-        _PARAM_INPUTS[2], _MASTER_PARAM],
+        PARAM_INPUTS[2], MASTER_PARAM],
     outputs=_outputs("AvgSquaredGrad", "AvgSquaredUpdate"),
     attrs=[Attr("rho", FLOAT, 0.95, "decay of the running means", check=InRange(0.0, 1.0)),
-           _epsilon(1e-6), _MULTI_PRECISION],
+           _epsilon(1e-6), MULTI_PRECISION],
     infer_shape=_state_shapes("AvgSquaredGrad", "AvgSquaredUpdate"), case=_adadelta_case,
     doc="AvgSquaredGradOut = rho * AvgSquaredGrad + (1 - rho) * Grad^2; update = "
         "-sqrt((AvgSquaredUpdate + epsilon) / (AvgSquaredGradOut + epsilon)) * Grad; "
@@ -385,7 +307,7 @@ register_op(
 
 def _adamax_shape(ctx):
     _state_shapes("Moment", "InfNorm")(ctx)
-    _require_one_element(ctx, "Beta1Pow")
+    require_one_element(ctx, "Beta1Pow")
 
 
 def _adamax_case(d):
@@ -398,11 +320,11 @@ def _adamax_case(d):
 
 register_op(
     "adamax",
-    inputs=_PARAM_INPUTS + [Slot("Moment", "first moment, shaped like Param"),
+    inputs=PARAM_INPUTS + [Slot("Moment", "first moment, shaped like Param"),
                             Slot("InfNorm", "running max of |Grad|, shaped like Param"),
-                            Slot("Beta1Pow", "beta1 ** t, 1 element"), _MASTER_PARAM],
+                            Slot("Beta1Pow", "beta1 ** t, 1 element"), MASTER_PARAM],
     outputs=_outputs("Moment", "InfNorm"),
-    attrs=_ADAM_ATTRS[:2] + [_epsilon(1e-8), _MULTI_PRECISION],
+    attrs=_ADAM_ATTRS[:2] + [_epsilon(1e-8), MULTI_PRECISION],
     infer_shape=_adamax_shape, case=_adamax_case,
     doc="MomentOut = beta1 * Moment + (1 - beta1) * Grad; InfNormOut = max(beta2 * InfNorm + "
         "epsilon, |Grad|); ParamOut = Param - LearningRate / (1 - Beta1Pow) * MomentOut / "
@@ -429,22 +351,22 @@ def _lamb_case(d):
 
 register_op(
     "lamb",
-    inputs=_PARAM_INPUTS + [Slot("Moment1", "first moment, shaped like Param"),
+    inputs=PARAM_INPUTS + [Slot("Moment1", "first moment, shaped like Param"),
                             Slot("Moment2", "second moment, shaped like Param"),
                             Slot("Beta1Pow", "beta1 ** t, 1 element"),
-                            Slot("Beta2Pow", "beta2 ** t, 1 element"), _MASTER_PARAM,
+                            Slot("Beta2Pow", "beta2 ** t, 1 element"), MASTER_PARAM,
                             Slot("SkipUpdate", "bool, 1 element: when true, nothing changes",
                                  dispensable=True)],
-    outputs=[_PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
+    outputs=[PARAM_OUT, Slot("Moment1Out", "the same variable as Moment1"),
              Slot("Moment2Out", "the same variable as Moment2"),
              Slot("Beta1PowOut", "Beta1Pow * beta1 (the same variable)", dispensable=True),
              Slot("Beta2PowOut", "Beta2Pow * beta2 (the same variable)", dispensable=True),
-             _MASTER_PARAM_OUT],
+             MASTER_PARAM_OUT],
     attrs=[Attr("weight_decay", FLOAT, None, "decoupled weight decay (required, as in Paddle)",
                 check=AtLeast(0.0))] + _ADAM_ATTRS[:2] + [
         _epsilon(1e-6),
         Attr("always_adapt", BOOLEAN, False, "scale the step by the trust ratio even when "
-             "weight_decay is 0"), _MULTI_PRECISION],
+             "weight_decay is 0"), MULTI_PRECISION],
     infer_shape=_lamb_shape, case=_lamb_case,
     doc="LAMB (You et al.): m = beta1 * Moment1 + (1 - beta1) * Grad; v = beta2 * Moment2 + "
         "(1 - beta2) * Grad^2; r = (m / (1 - Beta1Pow)) / (sqrt(v / (1 - Beta2Pow)) + epsilon) "
