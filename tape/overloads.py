@@ -14,7 +14,7 @@ from . import dtypes, ops
 from .errors import InvalidArgumentError
 from .registry import op_info
 from .tape import get_global_tape
-from .variable import Variable, reading_values_allowed
+from .variable import Variable, as_variable, reading_values_allowed
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
 # turning the Variable into an array; the identity hash stays (Variables key dicts and sets)
@@ -33,10 +33,8 @@ def _number(other):
 
 def _operand(x: Variable, other):
     """``other`` beside ``x`` as a Variable (a constant of x's dtype), or None if unsupported."""
-    if isinstance(other, Variable):
-        return other
-    if isinstance(other, (numbers.Number, np.ndarray, np.generic)):
-        return Variable(np.asarray(other, dtype=x.dtype), place=x.place)
+    if isinstance(other, (Variable, numbers.Number, np.ndarray, np.generic)):
+        return as_variable(other, like=x)
     return None
 
 
