@@ -154,7 +154,8 @@ def check_inference_desc(desc: ProgramDesc, where: str) -> None:
         if cols != list(range(len(ops))):
             raise InvalidArgumentError(f"{where}: the {op_type} ops must have the INT attribute "
                                        f"col numbering them 0..{len(ops) - 1}, found {cols}")
-    available = {n for n, d in block.vars.items() if d.persistable}
+    # what the Executor makes at the start of a run: persistables, and empty tensor arrays
+    available = {n for n, d in block.vars.items() if d.persistable or d.type != DENSE_TENSOR}
     for i, op in enumerate(block.ops):
         for name in op.input_arg_names():
             if name not in available:

@@ -1,0 +1,226 @@
+"""How the Executor runs the ops that work on the scope itself (``tape.ops.control_flow``):
+``while`` and ``conditional_block`` run their sub-block, each run in a child Scope (the seed
+design's stack frame); ``select_input`` / ``select_output`` move the chosen branch's value;
+the tensor-array ops read and write a Python list in place.
+
+A sub-block is prepared once, with the op (``block_steps``: the same Steps, CallPlans and
+kernels as block 0), and run as often as the condition says. A sub-block's op that writes a
+variable of an enclosing block writes it where that block's run keeps it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, NotFoundError
+from ..ops.control_flow import SUB_BLOCK
+from ..place import host_array
+from .plan import RUNNERS, block_steps, route, store
+from .program import EMPTY_VAR, proto_attrs
+from .scope import Scope
+
+
+class BlockRun:
+    """The prepared Steps of block ``idx`` of ``program``: ``run`` runs them in ``local``."""
+
+    __slots__ = ("idx", "steps")
+
+    def __init__(self, program, idx: int, place):
+        if not isinstance(idx, int) or not 0 < idx < len(program.blocks):
+            raise NotFoundError(f"Executor.run: a sub_block attribute names block {idx}, but "
+                                f"the program has blocks 0..{len(program.blocks) - 1}")
+        self.idx = idx
+        self.steps, _ = block_steps(program, program.blocks[idx], place)
+
+    def run(self, place, scope, local) -> None:
+        for step in self.steps:
+            step.run(place, scope, local)
+
+
+class ScopeOp:
+    """What every Executor-run op shares: its attributes, where its outputs go, and reading a
+    value with an error naming the op when nothing wrote it."""
+
+    __slots__ = ("index", "op", "info", "attrs", "routes")
+
+    def __init__(self, index: int, op, info, block, program, place):
+        self.index, self.op, self.info = index, op, info
+        self.attrs = proto_attrs(info, op)
+        self.routes = {n: route(program, block, op, n) for n in op.output_arg_names()}
+
+    def read(self, local, name: str):
+        v = local.find_var(name)
+        if v is None or v.value is None:
+            raise NotFoundError(f"Executor.run: op #{self.index} ({self.op.type}) reads "
+                                f"'{name}', which holds no value in this run")
+        return v.value
+
+    def write(self, name: str, value, scope, local) -> None:
+        store(self.routes[name], name, value, scope, local)
+
+    def create_outputs(self, names, local) -> None:
+        """Make sure the variables a sub-block writes exist before it runs, so that its writes
+        land in this block's scope and outlive the sub-block's."""
+        for name in names:
+            if name != EMPTY_VAR and local.find_var(name) is None:
+                local.var(name)
+
+    def index_value(self, local, slot: str) -> int:
+        value = host_array(self.read(local, self.op.input(slot)[0]))
+        if value.size != 1 or value.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"{self.op.type}: input {slot} must be one integer, "
+                                       f"received {value.dtype} {list(value.shape)}")
+        return int(value.reshape(-1)[0])
+
+
+def _true(value) -> bool:
+    value = host_array(value)
+    if value.size != 1:
+        raise InvalidArgumentError(f"a control-flow condition must be one bool element, "
+                                   f"received shape {list(value.shape)}")
+    return bool(value.reshape(-1)[0])
+
+
+class StepScopes(list):
+    """A ``while``'s record for ``while_grad``: per iteration, ``(scope, {name: value before
+    the iteration})`` of the variables the iteration rewrote."""
+
+
+class WhileRun(ScopeOp):
+    """``while``: a fresh child scope per iteration while the condition holds. Unless
+    ``is_test``, each iteration's scope and the values it overwrote are kept in StepScopes."""
+
+    __slots__ = ("body", "condition", "outs", "carried", "step_scopes")
+
+    def __init__(self, index, op, info, block, program, place):
+        super().__init__(index, op, info, block, program, place)
+        self.body = BlockRun(program, self.attrs[SUB_BLOCK], place)
+        self.condition = op.input("Condition")
+        if len(self.condition) != 1:
+            raise InvalidArgumentError(f"while: expected one Condition, received "
+                                       f"{self.condition}")
+        self.outs = op.output("Out")
+        self.carried = [n for n in self.outs if n in set(op.input("X") + self.condition)]
+        names = [n for n in op.output("StepScopes") if n != EMPTY_VAR]
+        self.step_scopes = names[0] if names and not self.attrs["is_test"] else None
+
+    def run(self, place, scope, local) -> None:
+        self.create_outputs(self.outs, local)
+        steps = StepScopes()
+        while _true(self.read(local, self.condition[0])):
+            step = Scope(local)
+            if self.step_scopes is not None:
+                steps.append((step, {n: local.find_var(n).value for n in self.carried}))
+            self.body.run(place, scope, step)
+        if self.step_scopes is not None:
+            self.write(self.step_scopes, steps, scope, local)
+
+
+class ConditionalBlockRun(ScopeOp):
+    """``conditional_block``: the sub-block in a child scope if the condition holds (a bool
+    scalar, or with ``is_scalar_condition`` off: every Cond tensor non-empty)."""
+
+    __slots__ = ("body", "outs", "scope_out")
+
+    def __init__(self, index, op, info, block, program, place):
+        super().__init__(index, op, info, block, program, place)
+        self.body = BlockRun(program, self.attrs[SUB_BLOCK], place)
+        self.outs = op.output("Out")
+        names = [n for n in op.output("Scope") if n != EMPTY_VAR]
+        self.scope_out = names[0] if names else None
+
+    def holds(self, local) -> bool:
+        values = [self.read(local, n) for n in self.op.input("Cond")]
+        if self.attrs["is_scalar_condition"]:
+            return _true(values[0])
+        return all(v.size > 0 for v in values)
+
+    def run(self, place, scope, local) -> None:
+        self.create_outputs(self.outs, local)
+        ran = None
+        if self.holds(local):
+            ran = Scope(local)
+            self.body.run(place, scope, ran)
+        if self.scope_out is not None:
+            self.write(self.scope_out, ran, scope, local)
+
+
+class SelectInputRun(ScopeOp):
+    """Out = X[Mask]: only the chosen X need hold a value."""
+
+    __slots__ = ()
+
+    def run(self, place, scope, local) -> None:
+        names = self.op.input("X")
+        mask = self.index_value(local, "Mask")
+        if not 0 <= mask < len(names):
+            raise InvalidArgumentError(f"select_input: Mask is {mask}, but X has {len(names)} "
+                                       f"entries")
+        self.write(self.op.output("Out")[0], self.read(local, names[mask]), scope, local)
+
+
+class SelectOutputRun(ScopeOp):
+    """Out[Mask] = X; the other outputs are left alone."""
+
+    __slots__ = ()
+
+    def run(self, place, scope, local) -> None:
+        names = self.op.output("Out")
+        mask = self.index_value(local, "Mask")
+        if not 0 <= mask < len(names):
+            raise InvalidArgumentError(f"select_output: Mask is {mask}, but Out has "
+                                       f"{len(names)} entries")
+        self.write(names[mask], self.read(local, self.op.input("X")[0]), scope, local)
+
+
+class WriteToArrayRun(ScopeOp):
+    """Out[I] = X, the array (a list) grown to I + 1 entries if shorter, written in place."""
+
+    __slots__ = ()
+
+    def run(self, place, scope, local) -> None:
+        name = self.op.output("Out")[0]
+        i = self.index_value(local, "I")
+        if i < 0:
+            raise InvalidArgumentError(f"write_to_array: I is {i}; expected >= 0")
+        holder = local.find_var(name)
+        array = holder.value if holder is not None and isinstance(holder.value, list) else []
+        array.extend([None] * (i + 1 - len(array)))
+        array[i] = self.read(local, self.op.input("X")[0])
+        self.write(name, array, scope, local)
+
+
+class ReadFromArrayRun(ScopeOp):
+    """Out = X[I]."""
+
+    __slots__ = ()
+
+    def run(self, place, scope, local) -> None:
+        name = self.op.input("X")[0]
+        array, i = self.read(local, name), self.index_value(local, "I")
+        if not isinstance(array, list) or not 0 <= i < len(array) or array[i] is None:
+            size = len(array) if isinstance(array, list) else "not an array"
+            raise InvalidArgumentError(f"read_from_array: I is {i}, but the array '{name}' "
+                                       f"has no entry there (length {size})")
+        self.write(self.op.output("Out")[0], array[i], scope, local)
+
+
+class ArrayLengthRun(ScopeOp):
+    """Out = [len(X)], int64."""
+
+    __slots__ = ()
+
+    def run(self, place, scope, local) -> None:
+        array = self.read(local, self.op.input("X")[0])
+        if not isinstance(array, list):
+            raise InvalidArgumentError(f"lod_array_length: X ({self.op.input('X')[0]}) is not "
+                                       f"a tensor array")
+        self.write(self.op.output("Out")[0], place.put(np.array([len(array)], np.int64)),
+                   scope, local)
+
+
+RUNNERS.update({
+    "while": WhileRun, "conditional_block": ConditionalBlockRun,
+    "select_input": SelectInputRun, "select_output": SelectOutputRun,
+    "write_to_array": WriteToArrayRun, "read_from_array": ReadFromArrayRun,
+    "lod_array_length": ArrayLengthRun,
+})
