@@ -100,7 +100,7 @@ register_op(
     outputs=[Slot("Out", "the variables of enclosing blocks the sub-block writes",
                   duplicable=True),
              Slot("StepScopes", "the scope of each iteration (kept for while_grad)")],
-    attrs=[_BLOCK_ATTR, _IS_TEST, _SKIP], infer_shape=_no_shape, grad=BlockGrad(),
+    attrs=[_BLOCK_ATTR, _IS_TEST], infer_shape=_no_shape, grad=BlockGrad(),
     doc="while Condition: run sub_block in a fresh child scope (one per iteration).")
 
 register_op(
@@ -113,8 +113,7 @@ register_op(
                   duplicable=True, dispensable=True),
              Slot("Scope", "the scope the sub-block ran in (kept for conditional_block_grad)")],
     attrs=[_BLOCK_ATTR, Attr("is_scalar_condition", BOOLEAN, False,
-                             "Cond is one bool element (else: run if every Cond is non-empty)"),
-           _SKIP],
+                             "Cond is one bool element (else: run if every Cond is non-empty)")],
     infer_shape=_no_shape, grad=BlockGrad(),
     doc="if Cond: run sub_block in a child scope.")
 
