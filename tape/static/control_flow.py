@@ -14,6 +14,8 @@ import numpy as np
 from ..errors import InvalidArgumentError, NotFoundError
 from ..ops.control_flow import SUB_BLOCK
 from ..place import host_array
+from ..registry import grad_name
+from .control_flow_grad import final_name
 from .plan import RUNNERS, block_steps, route, store
 from .program import EMPTY_VAR, proto_attrs
 from .scope import Scope
@@ -53,6 +55,11 @@ class ScopeOp:
             raise NotFoundError(f"Executor.run: op #{self.index} ({self.op.type}) reads "
                                 f"'{name}', which holds no value in this run")
         return v.value
+
+    def read_optional(self, local, name: str):
+        """The value of ``name``, or None if nothing wrote it."""
+        v = local.find_var(name)
+        return None if v is None else v.value
 
     def write(self, name: str, value, scope, local) -> None:
         store(self.routes[name], name, value, scope, local)
@@ -218,7 +225,106 @@ class ArrayLengthRun(ScopeOp):
                    scope, local)
 
 
+# ---- gradients: the gradient block static append_backward wrote (control_flow_grad) ----
+
+class BlockGradRun(ScopeOp):
+    """What while_grad and conditional_block_grad share: the gradient block, the forward
+    input and output names with their gradients', and moving values in and out of the
+    gradient block's scope."""
+
+    __slots__ = ("body", "inputs", "input_grads", "outs", "out_grads")
+
+    def __init__(self, index, op, info, block, program, place, in_slot):
+        super().__init__(index, op, info, block, program, place)
+        self.body = BlockRun(program, self.attrs[SUB_BLOCK], place)
+        self.inputs, self.input_grads = op.input(in_slot), op.output(grad_name(in_slot))
+        self.outs, self.out_grads = op.input("Out"), op.input(grad_name("Out"))
+
+    def differentiate(self, place, scope, forward, finals: dict, incoming: dict) -> Scope:
+        """Run the gradient block in a child of ``forward`` (the forward run's scope) given
+        the final values and their incoming gradients ``{name: value}``; returns its scope."""
+        inner = Scope(forward)
+        for name, value in finals.items():
+            inner.var(final_name(name)).value = value
+        for name, value in incoming.items():
+            inner.var(grad_name(final_name(name))).value = value
+        self.body.run(place, scope, inner)
+        return inner
+
+    def write_input_grads(self, values: dict, place, scope, local) -> None:
+        """Write each wanted input gradient: ``values[name]``, else zeros."""
+        for name, grad in zip(self.inputs, self.input_grads):
+            if grad == EMPTY_VAR:
+                continue
+            value = values.get(name)
+            if value is None:
+                value = place.array_module().zeros_like(self.read(local, name))
+            self.write(grad, value, scope, local)
+
+
+def _own(inner: Scope, name: str):
+    v = inner.own_var(name)
+    return None if v is None else v.value
+
+
+class WhileGradRun(BlockGradRun):
+    """``while_grad``: the gradient block once per forward iteration, last to first, in a
+    child of that iteration's scope with the loop variables as they were before it; the loop
+    variables' gradients carry from one iteration to the one before, the others' add up."""
+
+    __slots__ = ("carried",)
+
+    def __init__(self, index, op, info, block, program, place):
+        super().__init__(index, op, info, block, program, place, "X")
+        self.carried = [n for n in self.inputs if n in set(self.outs)]
+
+    def run(self, place, scope, local) -> None:
+        steps = self.read(local, self.op.input("StepScopes")[0])
+        after = {n: self.read(local, n) for n in self.carried}
+        floating = [n for n in self.carried if after[n].dtype.kind == "f"]
+        carry = {o: self.read_optional(local, g) for o, g in zip(self.outs, self.out_grads)
+                 if g != EMPTY_VAR and o in after}
+        total, xp = {}, place.array_module()
+        for step, before in reversed(steps):
+            for n in self.carried:  # the loop variables as the iteration read them (its
+                step.var(n).value = before[n]  # nested blocks' scopes look here too)
+            incoming = {n: xp.zeros_like(after[n]) if carry.get(n) is None else carry[n]
+                        for n in floating}
+            inner = self.differentiate(place, scope, step, {n: after[n] for n in floating},
+                                       incoming)
+            carry = {n: _own(inner, grad_name(n)) for n in floating}
+            for n in self.inputs:
+                g = None if n in after else _own(inner, grad_name(n))
+                if g is not None:
+                    total[n] = g if n not in total else total[n] + g
+            after = before
+        self.write_input_grads({**total, **carry}, place, scope, local)
+
+
+class ConditionalBlockGradRun(BlockGradRun):
+    """``conditional_block_grad``: if the forward block ran, the gradient block in a child of
+    its scope; else the input gradients are zeros."""
+
+    __slots__ = ()
+
+    def __init__(self, index, op, info, block, program, place):
+        super().__init__(index, op, info, block, program, place, "Input")
+
+    def run(self, place, scope, local) -> None:
+        forward = self.read_optional(local, self.op.input("Scope")[0])
+        values = {}
+        if forward is not None:
+            finals, incoming = {}, {}
+            for o, g in zip(self.outs, self.out_grads):
+                if g != EMPTY_VAR:
+                    finals[o], incoming[o] = self.read(local, o), self.read(local, g)
+            inner = self.differentiate(place, scope, forward, finals, incoming)
+            values = {n: _own(inner, grad_name(n)) for n in self.inputs}
+        self.write_input_grads(values, place, scope, local)
+
+
 RUNNERS.update({
+    "while_grad": WhileGradRun, "conditional_block_grad": ConditionalBlockGradRun,
     "while": WhileRun, "conditional_block": ConditionalBlockRun,
     "select_input": SelectInputRun, "select_output": SelectOutputRun,
     "write_to_array": WriteToArrayRun, "read_from_array": ReadFromArrayRun,

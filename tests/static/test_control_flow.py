@@ -162,3 +162,89 @@ def test_tensor_array_ops_and_select_output():
         exe.run(program, {"x": x, "mask": np.array([0], np.int32)}, ["second"])
     with pytest.raises(tape.InvalidArgumentError, match="select_output: Mask is 3"):
         exe.run(program, {"x": x, "mask": np.array([3], np.int32)}, ["a"])
+
+
+# ---- static backward: while_grad and conditional_block_grad ----
+
+def _loop_branch_loss(lin):
+    def fn(x, n):
+        _, s = nn.while_loop(lambda i, s: i < n, lambda i, s: [tape.ops.increment(i), lin(s)],
+                             [counter(), x])
+        return tape.ops.mean(nn.cond(s.mean() > 0, lambda: s * s, lambda: s * 3.0))
+    return fn
+
+
+def _central_difference(exe, program, feed, loss, name, direction, h=1e-6):
+    """``<d loss / d name, direction>`` by float64 central differences of the program's run,
+    ``name`` a persistable value in the program's scope or a feed."""
+    def at(step):
+        moved = dict(feed)
+        holder = program.scope.find_var(name)
+        original = holder.value if name not in feed else None
+        if name in feed:
+            moved[name] = feed[name] + step * direction
+        else:
+            holder.value = original + step * direction
+        try:
+            return float(exe.run(program, moved, [loss])[0])
+        finally:
+            if original is not None:
+                holder.value = original
+    return (at(h) - at(-h)) / (2 * h)
+
+
+def test_static_gradients_through_while_and_cond_match_eager_and_central_differences():
+    tape.seed(3)
+    lin = layers.Linear(3, 3, act="tanh", dtype="float64")
+    fn = _loop_branch_loss(lin)
+    x = np.array([[0.5, -0.2, 0.9], [1.0, 0.3, -0.4]])
+    program = tape.static.trace(fn, x, np.array([3]))
+    program.global_block().vars["input_0"].stop_gradient = False    # d loss / d x too
+    loss = program.fetch_names[0]
+    pairs = tape.static.append_backward(program, loss)
+    types = {op.type for op in program.global_block().ops}
+    assert {"while_grad", "conditional_block_grad", "select_output"} <= types
+    exe = tape.static.Executor()
+    rng = np.random.default_rng(1)
+    names = [p for p, _ in pairs] + ["input_0"]
+    fetch = [g for _, g in pairs] + ["input_0@GRAD"]
+    for xx, n in ((x, 3), (-x, 2), (x, 0), (0.2 * x, 1)):
+        feed = {"input_0": xx, "input_1": np.array([n])}
+        grads = dict(zip(names, exe.run(program, feed, fetch)))
+        for name, grad in grads.items():    # static == float64 central differences
+            direction = rng.uniform(-1, 1, grad.shape)
+            numeric = _central_difference(exe, program, feed, loss, name, direction)
+            analytic = float(np.sum(grad * direction))
+            assert abs(analytic - numeric) <= 1e-7 * max(1.0, abs(numeric)), (name, n)
+        tape.reset_global_tape()    # static == eager
+        xv = tape.Variable(xx, stop_gradient=False)
+        out = fn(xv, tape.Variable(np.array([n])))
+        out.backward()
+        for p in lin.params():
+            eager = np.zeros_like(grads[p.name]) if p.grad is None else p.grad.numpy()
+            np.testing.assert_allclose(grads[p.name], eager, rtol=1e-12, atol=1e-15)
+            p.grad = None
+        np.testing.assert_allclose(grads["input_0"], xv.grad.numpy(), rtol=1e-12)
+
+
+def test_static_gradient_of_nested_control_flow():
+    """A cond inside a while body (its gradient block inside the loop's)."""
+    w = tape.Variable(np.array([[0.9, -0.3], [0.2, 0.7]]), name="w_nested", stop_gradient=False)
+    w.desc.persistable = True
+
+    def fn(x):
+        def body(i, y):
+            y = nn.cond(y.sum() > 0, lambda: (y @ w).tanh(), lambda: y @ w * 0.5)
+            return [tape.ops.increment(i), y]
+        return tape.ops.mean(nn.while_loop(lambda i, y: i < 3, body, [counter(), x])[1])
+
+    x = np.array([[0.4, -0.6]])
+    program = tape.static.trace(fn, x)
+    loss = program.fetch_names[0]
+    ((name, grad_name),) = tape.static.append_backward(program, loss)
+    exe = tape.static.Executor()
+    for xx in (x, -x, np.array([[2.0, 1.0]])):
+        (grad,) = exe.run(program, {"input_0": xx}, [grad_name])
+        direction = np.random.default_rng(2).uniform(-1, 1, grad.shape)
+        numeric = _central_difference(exe, program, {"input_0": xx}, loss, name, direction)
+        assert abs(float(np.sum(grad * direction)) - numeric) <= 1e-7 * max(1.0, abs(numeric))
