@@ -9,6 +9,8 @@ variable of an enclosing block writes it where that block's run keeps it.
 """
 from __future__ import annotations
 
+from collections import ChainMap
+
 import numpy as np
 
 from ..errors import InvalidArgumentError, NotFoundError
@@ -19,6 +21,30 @@ from .control_flow_grad import final_name
 from .plan import RUNNERS, block_steps, route, store
 from .program import EMPTY_VAR, proto_attrs
 from .scope import Scope
+
+
+class VisibleBlock:
+    """A block as its ops see it: ``vars`` holds its own VarDescs and, behind them, those of
+    its ancestors; ``add_var`` declares in the block itself."""
+
+    __slots__ = ("block", "vars")
+
+    def __init__(self, block, vars):
+        self.block, self.vars = block, vars
+
+    def add_var(self, desc):
+        return self.block.add_var(desc)
+
+
+def visible_block(program, block):
+    """``block`` itself if it is block 0, else a VisibleBlock of it."""
+    if block.parent_idx < 0:
+        return block
+    chain, idx = [], block.idx
+    while idx >= 0:
+        chain.append(program.blocks[idx].vars)
+        idx = program.blocks[idx].parent_idx
+    return VisibleBlock(block, ChainMap(*chain))
 
 
 class BlockRun:

@@ -14,6 +14,7 @@ from ..atomic import atomic_write
 from ..desc import DENSE_TENSOR, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY
+from .control_flow import visible_block
 from .export_rules import for_paddle
 from .program import (
     FEED_HOLDER,
@@ -111,10 +112,13 @@ def inference_desc(desc: ProgramDesc, feed_names: list, fetch_names: list) -> Pr
     set_is_test(model)
     for op in block.ops:
         op.is_target = False
-        info = REGISTRY.get(op.type)
-        if info is not None:
-            op.attrs.update(proto_attrs(info, op))
-        for_paddle(block, op, info)
+    for b in model.blocks:     # sub-blocks (control flow) see their ancestors' variables
+        seen = visible_block(model, b)
+        for op in b.ops:
+            info = REGISTRY.get(op.type)
+            if info is not None:
+                op.attrs.update(proto_attrs(info, op))
+            for_paddle(seen, op, info)
     for name in feed_names:
         block.vars[name].need_check_feed = True
     model.set_paddle_versions()
