@@ -1,6 +1,9 @@
 """Control flow in programs: tape.static.nn.while_loop / cond eager (Python control flow on the
 tape) and traced (``while``, ``conditional_block``, ``select_input`` sub-blocks), and the
 Executor's ops on the scope (tensor arrays, select_output) in hand-written programs."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -248,3 +251,22 @@ def test_static_gradient_of_nested_control_flow():
         direction = np.random.default_rng(2).uniform(-1, 1, grad.shape)
         numeric = _central_difference(exe, program, {"input_0": xx}, loss, name, direction)
         assert abs(float(np.sum(grad * direction)) - numeric) <= 1e-7 * max(1.0, abs(numeric))
+
+
+def test_readme_control_flow_example_runs():
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Loops and branches"):readme.index("## Coming from")]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    scope = {"tape": tape}
+    exec(compile(block, "README.md", "exec"), scope)
+    cell, x = scope["cell"], scope["x"]
+    expected = python_refine(cell, x, 7)
+    np.testing.assert_allclose(scope["out"], expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(scope["eager"].numpy(), python_refine(cell, x, 3), rtol=1e-6)
+
+
+def python_refine(cell, x, steps):
+    h = tape.Variable(x)
+    for _ in range(steps):
+        h = cell(h)
+    return (h * 2.0 if h.numpy().mean() > 0 else -h).numpy()
