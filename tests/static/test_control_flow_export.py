@@ -12,8 +12,8 @@ import tape
 from tape import layers
 
 X = np.array([[0.5, -0.2, 0.9], [1.0, 0.3, -0.4]], np.float32)
-# (x, n): 3 trips, 1 trip, and 0 trips on 5 rows (whose mean > 0 takes the true branch)
-INPUTS = [(X, 3), (-X, 1), (np.tile(0.3 * X, (3, 1))[:5], 0)]
+# (x, n): 3 trips, 1 trip, and 0 trips on 5 rows each way (the mean's sign picks the branch)
+INPUTS = [(X, 3), (-X, 1), (np.tile(0.3 * X, (3, 1))[:5], 0), (np.tile(-X, (3, 1))[:5], 0)]
 
 
 def _saved(tmp_path):
