@@ -271,3 +271,30 @@ def python_refine(cell, x, steps):
     for _ in range(steps):
         h = cell(h)
     return (h * 2.0 if h.numpy().mean() > 0 else -h).numpy()
+
+
+def test_prune_keeps_sub_blocks_sound(tmp_path):
+    """A fetch that needs the loop keeps it and everything its block reads; one that does not
+    drops the loop and empties its block, and the rest still saves and runs."""
+    tape.seed(2)
+    lin = layers.Linear(3, 3, act="tanh")
+
+    def fn(x, n):
+        _, s = nn.while_loop(lambda i, s: i < n, lambda i, s: [tape.ops.increment(i), lin(s)],
+                             [counter(), x])
+        return s, x * 2.0
+    x = np.array([[0.5, -0.2, 0.9]], np.float32)
+    program = tape.static.trace(fn, x, np.array([2]))
+    looped, doubled = program.fetch_names
+    kept = tape.static.prune(program, [looped])
+    assert "while" in [op.type for op in kept.global_block().ops]
+    assert {p.name for p in lin.params()} <= set(kept.global_block().vars)
+    assert kept.desc.blocks[1].ops
+    without = tape.static.prune(program, [doubled])
+    assert "while" not in [op.type for op in without.global_block().ops]
+    assert without.desc.blocks[1].ops == [] and without.desc.blocks[1].vars == {}
+    tape.static.save_inference_model(tmp_path, program, fetch_names=[doubled])
+    reloaded = tape.static.load_inference_model(tmp_path)
+    (got,) = tape.static.Executor().run(reloaded, {"input_0": x, "input_1": np.array([2])},
+                                        reloaded.fetch_names)
+    np.testing.assert_array_equal(got, 2 * x)
