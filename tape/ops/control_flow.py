@@ -117,15 +117,21 @@ register_op(
     infer_shape=_no_shape, grad=BlockGrad(),
     doc="if Cond: run sub_block in a child scope.")
 
+def _forward(slot: str) -> Slot:
+    return Slot(slot, f"the forward {slot}", duplicable=True,
+                dispensable=slot not in ("X", "Cond"))
+
+
+def _gradients(slot: str, doc: str = "") -> Slot:
+    return Slot(grad_name(slot), doc or f"gradients of the forward {slot}", duplicable=True,
+                dispensable=True)
+
+
 register_op(
     "while_grad",
-    inputs=[Slot("X", "the forward X", duplicable=True),
-            Slot("Out", "the forward Out", duplicable=True),
-            Slot(grad_name("Out"), "gradients of the forward Out", duplicable=True,
-                 dispensable=True),
+    inputs=[_forward("X"), _forward("Out"), _gradients("Out"),
             Slot("StepScopes", "the forward iterations' scopes")],
-    outputs=[Slot(grad_name("X"), "gradients of the forward X", duplicable=True,
-                  dispensable=True)],
+    outputs=[_gradients("X")],
     attrs=[_BLOCK_ATTR, _IS_TEST, _SKIP,
            Attr("original_output_grad", STRINGS, (), "the forward Out's gradient names")],
     infer_shape=_no_shape,
@@ -134,16 +140,9 @@ register_op(
 
 register_op(
     "conditional_block_grad",
-    inputs=[Slot("Cond", "the forward Cond", duplicable=True),
-            Slot("Input", "the forward Input", duplicable=True, dispensable=True),
-            Slot("Out", "the forward Out", duplicable=True, dispensable=True),
-            Slot(grad_name("Out"), "gradients of the forward Out", duplicable=True,
-                 dispensable=True),
+    inputs=[_forward("Cond"), _forward("Input"), _forward("Out"), _gradients("Out"),
             Slot("Scope", "the forward sub-block's scope")],
-    outputs=[Slot(grad_name("Input"), "gradients of the forward Input", duplicable=True,
-                  dispensable=True),
-             Slot(grad_name("Cond"), "unused (the condition has no gradient)", duplicable=True,
-                  dispensable=True)],
+    outputs=[_gradients("Input"), _gradients("Cond", "unused (the condition has no gradient)")],
     attrs=[_BLOCK_ATTR, Attr("is_scalar_condition", BOOLEAN, False, "as the forward op's"),
            _SKIP],
     infer_shape=_no_shape,

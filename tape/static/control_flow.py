@@ -97,6 +97,14 @@ class ScopeOp:
             if name != EMPTY_VAR and local.find_var(name) is None:
                 local.var(name)
 
+    def selected(self, local, slot: str, names: list) -> str:
+        """The entry of ``names`` (slot ``slot``) that input Mask picks."""
+        mask = self.index_value(local, "Mask")
+        if not 0 <= mask < len(names):
+            raise InvalidArgumentError(f"{self.op.type}: Mask is {mask}, but {slot} has "
+                                       f"{len(names)} entries")
+        return names[mask]
+
     def index_value(self, local, slot: str) -> int:
         value = host_array(self.read(local, self.op.input(slot)[0]))
         if value.size != 1 or value.dtype.kind not in "iu":
@@ -183,12 +191,8 @@ class SelectInputRun(ScopeOp):
     __slots__ = ()
 
     def run(self, place, scope, local) -> None:
-        names = self.op.input("X")
-        mask = self.index_value(local, "Mask")
-        if not 0 <= mask < len(names):
-            raise InvalidArgumentError(f"select_input: Mask is {mask}, but X has {len(names)} "
-                                       f"entries")
-        self.write(self.op.output("Out")[0], self.read(local, names[mask]), scope, local)
+        chosen = self.selected(local, "X", self.op.input("X"))
+        self.write(self.op.output("Out")[0], self.read(local, chosen), scope, local)
 
 
 class SelectOutputRun(ScopeOp):
@@ -197,12 +201,8 @@ class SelectOutputRun(ScopeOp):
     __slots__ = ()
 
     def run(self, place, scope, local) -> None:
-        names = self.op.output("Out")
-        mask = self.index_value(local, "Mask")
-        if not 0 <= mask < len(names):
-            raise InvalidArgumentError(f"select_output: Mask is {mask}, but Out has "
-                                       f"{len(names)} entries")
-        self.write(names[mask], self.read(local, self.op.input("X")[0]), scope, local)
+        chosen = self.selected(local, "Out", self.op.output("Out"))
+        self.write(chosen, self.read(local, self.op.input("X")[0]), scope, local)
 
 
 class WriteToArrayRun(ScopeOp):

@@ -136,14 +136,10 @@ class Step:
             for (name, to), v in zip(where, value if duplicable else (value,)):
                 if v is None or to is _NOWHERE:
                     continue
-                if to is _LOCAL:
-                    local.var(name).value = v
-                elif to is _SCOPE:
-                    (scope.find_var(name) or scope.var(name)).value = v
-                elif to is _OUTER:
-                    (local.find_var(name) or local.var(name)).value = v
-                else:
+                if to is _FETCH:
                     local.find_var(FETCH_HOLDER).value[self.attrs["col"]] = v
+                else:
+                    store(to, name, v, scope, local)
 
     def _infer(self, arrays: dict, place) -> CallPlan:
         """The CallPlan for the VarDescs of ``arrays``; a feed op's kernel takes the fed
