@@ -15,12 +15,11 @@ from .. import dtypes, ops
 from ..desc import STEP_SCOPES, BlockDesc, OpDesc, VarDesc
 from ..errors import InvalidArgumentError
 from ..names import unique_name
+from ..ops.control_flow import SUB_BLOCK
 from ..place import host_array
 from ..tape import get_global_tape
 from ..variable import Variable, new_variable
 from .program import OP_ROLE
-
-SUB_BLOCK = "sub_block"
 
 
 def while_loop(cond, body, loop_vars, is_test: bool = False, name=None) -> list:
