@@ -11,7 +11,7 @@ import os
 
 from .. import dtypes, params
 from ..atomic import atomic_write
-from ..desc import DENSE_TENSOR, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
+from ..desc import DENSE_TENSOR, DENSE_TENSOR_ARRAY, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY
 from .control_flow import visible_block
@@ -159,7 +159,8 @@ def check_inference_desc(desc: ProgramDesc, where: str) -> None:
             raise InvalidArgumentError(f"{where}: the {op_type} ops must have the INT attribute "
                                        f"col numbering them 0..{len(ops) - 1}, found {cols}")
     # what the Executor makes at the start of a run: persistables, and empty tensor arrays
-    available = {n for n, d in block.vars.items() if d.persistable or d.type != DENSE_TENSOR}
+    available = {n for n, d in block.vars.items()
+                 if d.persistable or d.type == DENSE_TENSOR_ARRAY}
     for i, op in enumerate(block.ops):
         for name in op.input_arg_names():
             if name not in available:
