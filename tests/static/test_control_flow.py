@@ -298,3 +298,34 @@ def test_prune_keeps_sub_blocks_sound(tmp_path):
     (got,) = tape.static.Executor().run(reloaded, {"input_0": x, "input_1": np.array([2])},
                                         reloaded.fetch_names)
     np.testing.assert_array_equal(got, 2 * x)
+
+
+def _while_program(condition_shape):
+    """block 0: while (Condition c) over block 1, which reads 'never_written'."""
+    p = ProgramDesc()
+    b = p.global_block()
+    b.add_var(VarDesc("c", condition_shape, dtypes.BOOL))
+    b.add_var(VarDesc("y", (2,), dtypes.FP32))
+    b.add_var(VarDesc("never_written", (2,), dtypes.FP32))
+    p.blocks.append(tape.desc.BlockDesc(1, 0))
+    p.blocks[1].append_op(OpDesc("assign", {"X": ["never_written"]}, {"Out": ["y"]}))
+    b.append_op(OpDesc("while", {"X": ["never_written"], "Condition": ["c"]},
+                       {"Out": ["y"], "StepScopes": []}, {"sub_block": 1}))
+    return tape.static.Program(p, feed_names=["c"], fetch_names=[])
+
+
+def test_control_flow_errors_name_the_op():
+    exe = tape.static.Executor()
+    program = _while_program((2,))
+    with pytest.raises(tape.NotFoundError, match=r"op #1 \(while\) reads 'never_written'"):
+        exe.run(program, {"c": np.array([True, False])}, ["y"])     # checked before running
+    with pytest.raises(tape.InvalidArgumentError, match="one bool element, received shape"):
+        exe.run(program, {"c": np.array([True, False]), "never_written": np.ones(2, "f4")},
+                ["y"])
+    program = _while_program((1,))
+    program.global_block().ops[0].inputs["X"] = []
+    with pytest.raises(tape.NotFoundError, match=r"op #0 \(assign\) reads \['never_written'\]"):
+        exe.run(program, {"c": np.array([True])}, ["y"])
+    program.global_block().ops[0].attrs["sub_block"] = 7
+    with pytest.raises(tape.NotFoundError, match="names block 7"):
+        exe.run(program, {"c": np.array([True])}, ["y"])
