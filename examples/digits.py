@@ -124,6 +124,7 @@ def onnx_compare(model, x_test, y_test, path):
     """Export the model to ONNX and run it with onnxruntime (the ``onnx`` extra)."""
     try:
         import onnxruntime
+
         import tape.onnx
     except ImportError:
         print("onnx / onnxruntime are not installed: skipped the ONNX export")
