@@ -22,37 +22,16 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "static"))
-from test_paddle_serves_ops import CASES, IN_PLACE, _case, _fed  # noqa: E402
+from test_paddle_serves_ops import CASES, _case, _fed, one_op_program  # noqa: E402
 
-import tape.static as static  # noqa: E402
 from tape.errors import TapeError  # noqa: E402
 from tape.onnx import CONVERTERS, DEFAULT_OPSET, to_onnx  # noqa: E402
 from tape.registry import REGISTRY  # noqa: E402
-from tape.tape import get_global_tape  # noqa: E402
 from tape.testing import run_op  # noqa: E402
-from tape.variable import Variable  # noqa: E402
 
 TOLERANCE = 1e-5             # of the output's scale, max(1, max |output|)
 OTHER_OPSETS = (13, 18, 21)   # besides the default, each op's first cases
 OTHER_OPSET_SEEDS = (0, 1, 2)
-
-
-def _one_op_program(op_type, arrays, attrs, fed):
-    """The case as a traced one-op program: the fed input fed, the rest constants. The
-    constants are ``arrays`` themselves, so that they hold the program's values after (batch
-    norm's running statistics, updated in place by the trace)."""
-    info = REGISTRY[op_type]
-
-    def one_op(*feed):
-        variables = {s: [Variable(a) for a in v] for s, v in arrays.items()}
-        if fed is not None:
-            variables[fed[0]][fed[1]] = feed[0]
-        in_place = {out: variables[slot] for out, slot in IN_PLACE.get(op_type, {}).items()}
-        outs = get_global_tape().run(info, variables, attrs, in_place or None)
-        return [v for s in info.visible_outputs for v in outs.get(s, [])]
-
-    example = [arrays[fed[0]][fed[1]].copy()] if fed is not None else []
-    return static.trace(one_op, *example)
 
 
 def _eager(op_type, arrays, attrs):
@@ -99,7 +78,7 @@ def measure(op_type, seed, opset=DEFAULT_OPSET) -> list:
     inputs, attrs = _case(op_type, seed)
     arrays = {s: list(v) if isinstance(v, (list, tuple)) else [v] for s, v in inputs.items()}
     fed = _fed(info, arrays)
-    program = _one_op_program(op_type, arrays, attrs, fed)
+    program = one_op_program(op_type, arrays, attrs, fed)
     expected = _eager(op_type, arrays, attrs)
     model = to_onnx(program, opset_version=opset)
     session = ort.InferenceSession(model.SerializeToString(),
