@@ -59,9 +59,10 @@ def pool2d(c):
             max(0, (out_hw[0] - 1) * strides[0] + ksize[0] - in_hw[0] - pads[0]),
             max(0, (out_hw[1] - 1) * strides[1] + ksize[1] - in_hw[1] - pads[2])]
     if is_max:
-        low = c.scalar_like(-np.inf, x)
-        padded = c.node("Pad", [x, c.ints([0, 0, full[0], full[1], 0, 0, full[2], full[3]]),
-                                low]) if any(full) else x
+        padded = x
+        if any(full):
+            padded = c.node("Pad", [x, c.ints([0, 0, full[0], full[1], 0, 0, full[2], full[3]]),
+                                    c.scalar_like(-np.inf, x)])
         pooled = c.node("MaxPool", [padded], kernel_shape=list(ksize), strides=list(strides))
     else:
         channels = c.shape(x)[1]
