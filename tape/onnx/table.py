@@ -185,15 +185,12 @@ class Converting:
         return self.node("Squeeze", [x, self.ints(axes)], [out] if out else None)
 
     def reshape(self, x: str, shape, out: str | None = None) -> str:
-        """Reshape to the program's ``shape`` (-1: unknown). With one unknown dim it is
-        inferred; with more, each is read from ``x``'s runtime shape at the same index, which
-        is what the callers' shapes mean (a dim that a reshape keeps)."""
+        """Reshape to the program's ``shape``, in which one unknown dim (-1, the batch) is
+        inferred; with more unknown dims there is no fixed target: NoOnnxMappingError."""
         shape = list(shape)
-        outs = [out] if out else None
-        if shape.count(-1) <= 1:
-            return self.node("Reshape", [x, self.ints(shape)], outs,
-                             **({"allowzero": 1} if 0 in shape and self.opset >= 14 else {}))
-        runtime = self.node("Shape", [x])
-        dims = [self.node("Gather", [runtime, self.ints([i])], axis=0) if n == -1
-                else self.ints([n]) for i, n in enumerate(shape)]
-        return self.node("Reshape", [x, self.node("Concat", dims, axis=0)], outs)
+        if shape.count(-1) > 1:
+            raise NoOnnxMappingError(
+                f"onnx export: op '{self.op.type}' reshapes to {shape}, with more than one "
+                f"unknown dim (opset {self.opset})")
+        return self.node("Reshape", [x, self.ints(shape)], [out] if out else None,
+                         **({"allowzero": 1} if 0 in shape and self.opset >= 14 else {}))

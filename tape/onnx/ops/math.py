@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ... import dtypes
 from ..table import converts
 
@@ -226,9 +224,6 @@ def mul(c):
     """X flattened to 2-D at x_num_col_dims, times Y flattened at y_num_col_dims; Out has X's
     leading dims and Y's trailing ones."""
     x, y, a = c.input("X"), c.input("Y"), c.attrs
-    xs, ys = c.shape(x), c.shape(y)
     xn, yn = a["x_num_col_dims"], a["y_num_col_dims"]
-    x2 = c.reshape(x, [-1 if -1 in xs[:xn] else math.prod(xs[:xn]), int(np.prod(xs[xn:]))])
-    y2 = c.reshape(y, [int(np.prod(ys[:yn])), int(np.prod(ys[yn:]))])
-    product = c.node("MatMul", [x2, y2])
-    c.reshape(product, [*xs[:xn], *ys[yn:]], c.output("Out"))
+    product = c.node("MatMul", [c.node("Flatten", [x], axis=xn), c.node("Flatten", [y], axis=yn)])
+    c.reshape(product, [*c.shape(x)[:xn], *c.shape(y)[yn:]], c.output("Out"))
