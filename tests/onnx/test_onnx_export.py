@@ -168,3 +168,30 @@ def test_an_unsupported_opset_is_an_error(tmp_path, opset):
 def test_a_layer_needs_an_input_spec(tmp_path):
     with pytest.raises(tape.InvalidArgumentError, match="a layer needs input_spec"):
         tape.onnx.export(layers.Linear(3, 2), tmp_path / "m.onnx")
+
+
+def test_dims_unknown_besides_the_batch_are_read_at_run_time(tmp_path):
+    """reshape2's copied (0) and inferred (-1) dims leave two unknown dims; flattening one of
+    them with a known one reads both sizes at run time."""
+    def fn(x):
+        y = tape.ops.reshape2(x, shape=[0, -1, 2])
+        return tape.ops.flatten_contiguous_range(y, start_axis=1, stop_axis=2)
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    program = tape.static.trace(fn, x[:1])
+    assert program.global_block().vars[program.fetch_names[0]].shape == (-1, -1)
+    path = tape.onnx.export(program, tmp_path / "m.onnx")
+    for batch in (1, 3):
+        _assert_close(_serve(path, x[:batch]), _eager(fn, x[:batch]))
+
+
+def test_a_reshape_to_two_unknown_dims_is_named(tmp_path):
+    w = np.ones((2, 3), np.float32)
+
+    def fn(x):
+        y = tape.ops.reshape2(x, shape=[0, -1, 2])
+        return tape.ops.mul(y, tape.Variable(w), x_num_col_dims=2)
+    program = tape.static.trace(fn, np.ones((1, 8), np.float32))
+    with pytest.raises(NoOnnxMappingError, match=r"op 'mul' reshapes to \[-1, -1, 3\], with more "
+                                                 r"than one unknown dim \(opset 17\)"):
+        tape.onnx.export(program, tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
