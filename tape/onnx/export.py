@@ -142,7 +142,7 @@ class _Graph:
         for name, onnx_name in c.renamed_outputs().items():
             self.defined.add(name)
             if onnx_name != name:
-                self.latest[name], self.source[onnx_name] = onnx_name, name
+                self.latest[name] = onnx_name
 
     def make(self, feeds: list, fetches: list):
         """The graph: ``feeds`` in, ``fetches`` (their latest values) out."""

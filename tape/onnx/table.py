@@ -16,7 +16,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from .. import dtypes
-from ..errors import TapeError
+from ..errors import InvalidArgumentError, TapeError
 
 # The opsets this exporter writes: from ONNX's first with axes-as-input Squeeze/ReduceSum (13)
 # up to the newest that the installed onnx package knows.
@@ -44,7 +44,8 @@ def converts(*op_types: str, since: int = MIN_OPSET):
     def register(fn):
         for op_type in op_types:
             if op_type in CONVERTERS:
-                raise ValueError(f"onnx: op '{op_type}' already has a converter")
+                raise InvalidArgumentError(f"onnx export: op '{op_type}' already has a "
+                                           f"converter")
             CONVERTERS[op_type] = Converter(fn, since)
         return fn
     return register
@@ -85,6 +86,8 @@ class Converting:
         # a fresh name, which later ops read instead: ONNX values are assigned once
         self._outputs = {slot: [graph.fresh(n) if graph.is_defined(n) else n for n in names]
                          for slot, names in op.outputs.items()}
+        for name, onnx_name in self.renamed_outputs().items():
+            graph.source[onnx_name] = name
 
     def renamed_outputs(self) -> dict:
         """{program name: ONNX name} of the op's outputs."""

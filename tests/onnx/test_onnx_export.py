@@ -195,3 +195,9 @@ def test_a_reshape_to_two_unknown_dims_is_named(tmp_path):
                                                  r"than one unknown dim \(opset 17\)"):
         tape.onnx.export(program, tmp_path / "m.onnx")
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_an_op_has_one_mapping():
+    with pytest.raises(tape.InvalidArgumentError, match="op 'relu' already has a converter"):
+        tape.onnx.converts("relu")(lambda c: None)
+    assert tape.onnx.CONVERTERS["relu"].fn.__name__ == "unary"
