@@ -54,7 +54,8 @@ def pool2d(c):
         strides = tuple(a["strides"])
     rows = _axis_windows(in_hw[0], out_hw[0], ksize[0], strides[0], pads[0], a["adaptive"])
     cols = _axis_windows(in_hw[1], out_hw[1], ksize[1], strides[1], pads[2], a["adaptive"])
-    # pads that give every output cell a window: the bottom / right ones may grow (ceil mode)
+    # pads that give every output cell a window: the bottom / right ones may grow (ceil mode),
+    # and no more windows than Tape's fit
     full = [pads[0], pads[2],
             max(0, (out_hw[0] - 1) * strides[0] + ksize[0] - in_hw[0] - pads[0]),
             max(0, (out_hw[1] - 1) * strides[1] + ksize[1] - in_hw[1] - pads[2])]
@@ -70,20 +71,9 @@ def pool2d(c):
         sums = c.node("Conv", [x, ones], kernel_shape=list(ksize), strides=list(strides),
                       group=channels, pads=full)
         inverse = 1.0 / _areas(rows, cols, a["exclusive"], a["adaptive"])
-        pooled = c.node("Mul", [_cropped(c, sums, in_hw, ksize, strides, full, out_hw),
-                                c.const(inverse.astype(c.np_dtype(x)))])
-        c.identity(pooled, out)
+        c.node("Mul", [sums, c.const(inverse.astype(c.np_dtype(x)))], [out])
         return
-    c.identity(_cropped(c, pooled, in_hw, ksize, strides, full, out_hw), out)
-
-
-def _cropped(c, pooled, in_hw, ksize, strides, full, out_hw):
-    """``pooled`` cut to ``out_hw`` where the padded image held more windows than Tape's."""
-    got = [(n + p0 + p1 - k) // s + 1
-           for n, k, s, p0, p1 in zip(in_hw, ksize, strides, full[:2], full[2:])]
-    if list(got) == list(out_hw):
-        return pooled
-    return c.node("Slice", [pooled, c.ints([0, 0]), c.ints(out_hw), c.ints([2, 3])])
+    c.identity(pooled, out)
 
 
 def _adaptive_avg(c, x, in_hw, out_hw, out):
@@ -110,11 +100,8 @@ def _adaptive_max(c, x, in_hw, out_hw, out):
         cells = [c.reduce("ReduceMax", c.node("Slice", [x, c.ints([h0, w0]), c.ints([h1, w1]),
                                                         c.ints([2, 3])]), [2, 3], True)
                  for w0, w1 in zip(*cols[:2])]
-        lines.append(cells[0] if len(cells) == 1 else c.node("Concat", cells, axis=3))
-    if len(lines) == 1:
-        c.identity(lines[0], out)
-    else:
-        c.node("Concat", lines, [out], axis=2)
+        lines.append(c.node("Concat", cells, axis=3))
+    c.node("Concat", lines, [out], axis=2)
 
 
 # ---- normalisation ----
