@@ -19,6 +19,7 @@ def _known_sides(c, x, what: str) -> tuple:
 
 @converts("conv2d")
 def conv2d(c):
+    """Paddle's paddings (2 or 4, SAME, VALID) resolved as its kernel resolves them."""
     x, w, a = c.input("Input"), c.input("Filter"), c.attrs
     kh, kw = c.shape(w)[2:]
     in_hw = c.shape(x)[2:] if a["padding_algorithm"] != "SAME" else _known_sides(c, x, "Input")
@@ -33,6 +34,10 @@ def conv2d(c):
 
 @converts("pool2d")
 def pool2d(c):
+    """Global pooling as ONNX's global pools; windows (paddings, SAME, ceil mode, even adaptive
+    ones) as MaxPool over the image padded with -inf, or as a depthwise Conv summing each
+    window times 1 / the divisor Tape's kernel uses (exclusive or not); uneven adaptive windows
+    as slices or a matrix product. The image sides must be known."""
     x, a = c.input("X"), c.attrs
     in_hw = _known_sides(c, x, "X")
     ksize, pads, out_hw = pool_geometry(in_hw, a["ksize"], a["strides"], a["paddings"],
