@@ -189,11 +189,12 @@ class Converting:
 
     def reshape(self, x: str, shape, out: str | None = None) -> str:
         """Reshape to the program's ``shape``, in which one unknown dim (-1, the batch) is
-        inferred; with more unknown dims there is no fixed target: NoOnnxMappingError."""
+        inferred; with more unknown dims (or an empty one) there is no fixed target:
+        NoOnnxMappingError."""
         shape = list(shape)
-        if shape.count(-1) > 1:
+        if shape.count(-1) > 1 or (0 in shape and -1 in shape):   # no size to infer -1 from
             raise NoOnnxMappingError(
                 f"onnx export: op '{self.op.type}' reshapes to {shape}, with more than one "
-                f"unknown dim (opset {self.opset})")
+                f"unknown dim, or one beside an empty dim (opset {self.opset})")
         return self.node("Reshape", [x, self.ints(shape)], [out] if out else None,
                          **({"allowzero": 1} if 0 in shape and self.opset >= 14 else {}))

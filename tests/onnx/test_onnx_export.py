@@ -193,8 +193,8 @@ def test_a_reshape_to_two_unknown_dims_is_named(tmp_path):
         y = tape.ops.reshape2(x, shape=[0, -1, 2])
         return tape.ops.mul(y, tape.Variable(w), x_num_col_dims=2)
     program = tape.static.trace(fn, np.ones((1, 8), np.float32))
-    with pytest.raises(NoOnnxMappingError, match=r"op 'mul' reshapes to \[-1, -1, 3\], with more "
-                                                 r"than one unknown dim \(opset 17\)"):
+    with pytest.raises(NoOnnxMappingError, match=r"op 'mul' reshapes to \[-1, -1, 3\], with "
+                                                 r"more than one unknown dim.* \(opset 17\)"):
         tape.onnx.export(program, tmp_path / "m.onnx")
     assert not (tmp_path / "m.onnx").exists()
 
