@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import dtypes
 from ..table import converts
 
@@ -149,6 +151,23 @@ def not_equal(c):
     if c.dtype(c.input("X")) not in (*_ORDERED, dtypes.BOOL):
         x, y = c.cast(x, dtypes.INT32), c.cast(y, dtypes.INT32)
     c.node("Not", [c.node("Equal", [x, y])], [c.output("Out")])
+
+
+@converts("logical_not")
+def logical_not(c):
+    """Not of X read as bool (any nonzero is true), as Tape's kernel."""
+    x = c.input("X")
+    if c.dtype(x) != dtypes.BOOL:
+        x = c.cast(x, dtypes.BOOL)
+    c.node("Not", [x], [c.output("Out")])
+
+
+@converts("increment")
+def increment(c):
+    """Out = X + step, in X's dtype."""
+    x = c.input("X")
+    step = c.const(np.array(c.attrs["step"], dtype=c.np_dtype(x)))
+    c.node("Add", [x, step], [c.output("Out")])
 
 
 @converts("where")
