@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...geometry import pool_geometry, resolve_paddings
-from ...kernels.cpu.pool import _areas, _axis_windows
+from ...geometry import pool_areas, pool_geometry, pool_windows, resolve_paddings
 from ..table import NoOnnxMappingError, converts
 
 
@@ -57,8 +56,8 @@ def pool2d(c):
         ksize, strides, pads = window, window, (0, 0, 0, 0)
     else:
         strides = tuple(a["strides"])
-    rows = _axis_windows(in_hw[0], out_hw[0], ksize[0], strides[0], pads[0], a["adaptive"])
-    cols = _axis_windows(in_hw[1], out_hw[1], ksize[1], strides[1], pads[2], a["adaptive"])
+    rows = pool_windows(in_hw[0], out_hw[0], ksize[0], strides[0], pads[0], a["adaptive"])
+    cols = pool_windows(in_hw[1], out_hw[1], ksize[1], strides[1], pads[2], a["adaptive"])
     # pads that give every output cell a window: the bottom / right ones may grow (ceil mode),
     # and no more windows than Tape's fit
     full = [pads[0], pads[2],
@@ -75,7 +74,7 @@ def pool2d(c):
         ones = c.const(np.ones((channels, 1, *ksize), c.np_dtype(x)))
         sums = c.node("Conv", [x, ones], kernel_shape=list(ksize), strides=list(strides),
                       group=channels, pads=full)
-        inverse = 1.0 / _areas(rows, cols, a["exclusive"], a["adaptive"])
+        inverse = 1.0 / pool_areas(rows, cols, a["exclusive"], a["adaptive"])
         c.node("Mul", [sums, c.const(inverse.astype(c.np_dtype(x)))], [out])
         return
     c.identity(pooled, out)
@@ -84,8 +83,8 @@ def pool2d(c):
 def _adaptive_avg(c, x, in_hw, out_hw, out):
     """Uneven adaptive windows: X's pixels times a constant (H W, H_out W_out) matrix of
     1 / window size where a pixel is in a window."""
-    rows = _axis_windows(in_hw[0], out_hw[0], None, None, None, True)
-    cols = _axis_windows(in_hw[1], out_hw[1], None, None, None, True)
+    rows = pool_windows(in_hw[0], out_hw[0], None, None, None, True)
+    cols = pool_windows(in_hw[1], out_hw[1], None, None, None, True)
     weights = np.zeros((*in_hw, *out_hw))
     for y, (h0, h1) in enumerate(zip(*rows[:2])):
         for z, (w0, w1) in enumerate(zip(*cols[:2])):
@@ -98,8 +97,8 @@ def _adaptive_avg(c, x, in_hw, out_hw, out):
 
 def _adaptive_max(c, x, in_hw, out_hw, out):
     """Uneven adaptive windows: the max of each window's slice, joined back into the image."""
-    rows = _axis_windows(in_hw[0], out_hw[0], None, None, None, True)
-    cols = _axis_windows(in_hw[1], out_hw[1], None, None, None, True)
+    rows = pool_windows(in_hw[0], out_hw[0], None, None, None, True)
+    cols = pool_windows(in_hw[1], out_hw[1], None, None, None, True)
     lines = []
     for h0, h1 in zip(*rows[:2]):
         cells = [c.reduce("ReduceMax", c.node("Slice", [x, c.ints([h0, w0]), c.ints([h1, w1]),
