@@ -49,7 +49,7 @@ def data_parallel(program, nranks: int | None = None, root: int = 0) -> Program:
     pairs = _params_grads(block, block.ops[first_update:])
     sync = []
     for param, grad in pairs:
-        attrs = {OP_ROLE_VAR: [param, grad]}
+        attrs = {OP_ROLE_VAR: (param, grad)}
         sync.append(new_op("c_allreduce_sum", {"X": [grad]}, {"Out": [grad]},
                            {"ring_id": 0, "use_calc_stream": True}, BACKWARD))
         sync.append(new_op("scale", {"X": [grad]}, {"Out": [grad]},

@@ -5,7 +5,9 @@ eagerly and in static mode, float64 and float32; the collectives and the rank-0 
 along the way. ``resume``: continue from that checkpoint on this job's (other) number of ranks.
 ``raise``, ``die``, ``hang``: rank 1 fails in that way while rank 0 waits in an allreduce.
 
-Prints one JSON line per rank (``RESULT {...}``) for the test to read.
+    python worker.py MODE RESULTS_DIR [CHECKPOINT]
+
+Each rank writes what it found to RESULTS_DIR/rank-<rank>.json for the test to read.
 """
 import json
 import os
@@ -144,12 +146,14 @@ def fault(mode):
 
 
 def main():
-    mode, path = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+    mode, results = sys.argv[1], sys.argv[2]
+    path = sys.argv[3] if len(sys.argv) > 3 else None
     distributed.init()
     run = {"same": same, "resume": resume}.get(mode)
     result = run(path) if run else fault(mode)
     result["rank"], result["world_size"] = distributed.rank(), distributed.world_size()
-    print("RESULT " + json.dumps(result), flush=True)
+    with open(os.path.join(results, f"rank-{result['rank']}.json"), "w") as f:
+        json.dump(result, f)
 
 
 if __name__ == "__main__":
