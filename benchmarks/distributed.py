@@ -18,8 +18,10 @@ import json
 import os
 import shutil
 import statistics
+import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 from harness import OtherLoad, parse_args, print_notes
@@ -66,21 +68,23 @@ def _mpirun(n: int) -> list:
     command = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    return command + ["--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
-                      "--mca", "btl_vader_single_copy_mechanism", "none"]
+    # shared memory between the ranks (one copy per message through Linux's CMA), mpirun's own
+    # wiring over loopback
+    return command + ["--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo"]
 
 
 def run(ranks: int, steps: int, warmup: int) -> list:
-    """Results of every rank of a fresh run on ``ranks`` processes."""
-    command = [sys.executable, __file__, "--worker", str(steps), str(warmup)]
-    if ranks > 1:
-        command = _mpirun(ranks) + command
-    done = subprocess.run(command, capture_output=True, text=True,
-                          env={**os.environ, **ONE_THREAD}, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}")
-    return [json.loads(line[7:]) for line in done.stdout.splitlines()
-            if line.startswith("RESULT ")]
+    """Results of every rank of a fresh run on ``ranks`` processes, by rank."""
+    with tempfile.TemporaryDirectory() as results:
+        command = [sys.executable, __file__, "--worker", str(steps), str(warmup), results]
+        if ranks > 1:
+            command = _mpirun(ranks) + command
+        done = subprocess.run(command, capture_output=True, text=True,
+                              env={**os.environ, **ONE_THREAD}, timeout=1800)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}")
+        return [json.loads(path.read_text())
+                for path in sorted(pathlib.Path(results).glob("rank-*.json"))]
 
 
 def main(argv=None):
@@ -116,6 +120,7 @@ def main(argv=None):
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        print("RESULT " + json.dumps(worker(int(sys.argv[2]), int(sys.argv[3]))), flush=True)
+        result = worker(int(sys.argv[2]), int(sys.argv[3]))
+        pathlib.Path(sys.argv[4], f"rank-{result['rank']}.json").write_text(json.dumps(result))
     else:
         main()
