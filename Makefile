@@ -13,14 +13,13 @@ $(STAMP): pyproject.toml
 	@command -v dot >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
 	    (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || \
 	    echo "note: could not install graphviz; tape.visualize will write .dot files only"
-	@# Open MPI runs tape.distributed's ranks (mpirun) and is what mpi4py compiles against
-	@command -v mpicc >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+	@# Open MPI runs tape.distributed's ranks (mpirun, and the library mpi4py calls)
+	@command -v mpirun >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
 	    (apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) || \
 	    echo "note: could not install Open MPI; the tests of tape.distributed will be skipped"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# the dist extra (mpi4py) where an MPI compiler is there, built from source against that MPI
-	$(BIN)/python -m pip install --quiet --no-binary mpi4py \
-	    -e ".[test,examples,interop$$(command -v mpicc >/dev/null && echo ,dist)]"
+	@# dist: mpi4py, whose wheel loads the machine's MPI library (Debian's Open MPI) when used
+	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop,dist]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,8 +1,6 @@
 """Collectives on Variables and layers: allreduce, broadcast_parameters, barrier."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import InvalidArgumentError
 from ..tape import no_grad
 from . import world
@@ -53,19 +51,4 @@ def barrier() -> None:
     comm = world.communicator(0, "barrier")
     if comm is not None:
         world.run_collective(comm.Ibarrier, "barrier")
-
-
-def agree(value: float, what: str) -> None:
-    """Check that every rank passes the same number for ``what`` (a step, a batch size): a
-    mismatch would make the ranks train different things without any error."""
-    comm = world.communicator(0, what)
-    if comm is None:
-        return
-    mine = np.array([value, -value], np.float64)
-    extremes = np.empty_like(mine)
-    world.run_collective(lambda: comm.Iallreduce(mine, extremes, op=world.mpi().MAX), what)
-    if extremes[0] != -extremes[1]:
-        raise InvalidArgumentError(f"tape.distributed: ranks disagree on {what}: rank "
-                                   f"{world.rank()} has {value}, others range from "
-                                   f"{-extremes[1]} to {extremes[0]}")
 
