@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import statistics
-import pathlib
 import subprocess
 import sys
 import tempfile
