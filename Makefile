@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/mlp.py
 	$(BIN)/python benchmarks/cnn.py
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/distributed.py
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet ruff

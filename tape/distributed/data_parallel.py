@@ -9,7 +9,8 @@ non-blocking allreduce (MPI_Iallreduce) starts, while backward goes on computing
 of earlier layers. When backward ends, buckets with a parameter that got no gradient here start
 too (zeros for it), every bucket is waited for, and each ``.grad`` becomes the mean over the
 ranks. A parameter gets a ``.grad`` if it got one on any rank, so the ranks' optimizers always
-update the same parameters.
+update the same parameters. As DDP's ``gradient_as_bucket_view``, each averaged ``.grad`` is a
+view of its bucket's buffer, which the next backward overwrites: copy one to keep it.
 """
 from __future__ import annotations
 
@@ -37,18 +38,26 @@ class _Bucket:
         self.offsets = np.cumsum([0] + [p.size for p in params])
         self.size = int(self.offsets[-1])
         self.dtype = params[0].dtype
+        self.buffer = None
         self.reset()
 
     def reset(self) -> None:
         self.waiting = len(self.params)
-        self.buffer = self.request = None
+        self.request = None
 
     def pack(self) -> np.ndarray:
-        buffer = np.zeros(self.size + len(self.params), self.dtype)
+        """The gradients copied into the bucket's buffer (made once, then reused: a fresh one
+        per step would page-fault its way in every step)."""
+        if self.buffer is None:
+            self.buffer = np.empty(self.size + len(self.params), self.dtype)
+        buffer = self.buffer
         for i, p in enumerate(self.params):
+            part = buffer[self.offsets[i]:self.offsets[i + 1]]
             if p.grad is not None:
-                buffer[self.offsets[i]:self.offsets[i + 1]] = p.grad.value().reshape(-1)
-                buffer[self.size + i] = 1
+                part[...] = p.grad.value().reshape(-1)
+            else:
+                part[...] = 0
+            buffer[self.size + i] = p.grad is not None
         return buffer
 
     def unpack(self, scale: float) -> None:
@@ -165,7 +174,7 @@ class DataParallel:
             self._start(bucket)
 
     def _start(self, bucket: _Bucket) -> None:
-        bucket.buffer = bucket.pack()
+        bucket.pack()
         bucket.request = self._comm.Iallreduce(world.mpi().IN_PLACE, bucket.buffer,
                                                op=world.mpi().SUM)
         self._started.append(bucket)
