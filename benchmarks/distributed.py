@@ -46,21 +46,20 @@ def worker(steps: int, warmup: int) -> dict:
     loss_fn, trainable = tape_model(tape, params)
     model = distributed.DataParallel(trainable)
     sgd = optim.SGD(learning_rate=LEARNING_RATE)
-    losses, times = [], []
-    for i in range(warmup + steps):
+    losses, times, communication = [], [], []
+    for _ in range(warmup + steps):
         distributed.barrier()
-        start = time.perf_counter()
+        start, talked = time.perf_counter(), model.communication_seconds
         tape.reset_global_tape()
         loss = loss_fn(tape.Variable(x_mine), tape.Variable(y_mine))
         loss.backward()
         sgd(trainable)
         times.append(time.perf_counter() - start)
+        communication.append(model.communication_seconds - talked)
         losses.append(float(loss.item()))
-        if i == warmup - 1:
-            model.communication_seconds = 0.0
     mean_loss = distributed.allreduce(tape.Variable(np.array(losses)), op="mean").numpy()
     return {"rank": rank, "world": world, "step": statistics.median(times[warmup:]),
-            "communication": model.communication_seconds / steps,
+            "communication": statistics.median(communication[warmup:]),
             "losses": mean_loss[:3].tolist()}
 
 
@@ -109,7 +108,7 @@ def main(argv=None):
                 for a, b in zip(one["losses"], two[0]["losses"]))
     print()
     print_notes([
-        f"{steps} timed steps after {warmup} warm-up steps; median step, the slower rank's",
+        f"{steps} timed steps after {warmup} warm-up steps; medians, the slower rank's step",
         f"losses of the first steps {'agree' if agree else 'DISAGREE'}: 1 process "
         f"{one['losses']}, 2 ranks {two[0]['losses']}",
         "communication: packing, starting and waiting for the bucket allreduces and "
