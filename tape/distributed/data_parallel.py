@@ -147,6 +147,11 @@ class DataParallel:
         """Parameters per bucket, in the order backward sends them."""
         return [len(b.params) for b in self._buckets]
 
+    @property
+    def buckets_started(self) -> int:
+        """How many buckets' allreduces this backward has started so far."""
+        return len(self._started)
+
     def _on_grad_ready(self, leaf) -> None:
         """Backward's hook: ``leaf``'s gradient is final (None: backward has ended)."""
         if not self._sync:

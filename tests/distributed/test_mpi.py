@@ -81,6 +81,8 @@ def test_two_ranks_with_half_batches_equal_one_process_with_the_whole(trained, m
 def test_gradients_travel_in_buckets_and_programs_carry_paddles_collective_ops(trained):
     results, _, _ = trained
     assert results[0]["buckets_float64"] == [3, 1]      # 0.5 kB buckets, last layer first
+    # the first bucket (b2, w2, b1) was on its way while backward had w1's gradient to make
+    assert results[0]["overlap"] == [1, True] and results[1]["overlap"] == [1, True]
     assert results[0]["static_ops"] == ["c_allreduce_sum", "scale"]
 
 

@@ -56,6 +56,21 @@ def eager_steps(net, opt, x, y, steps, rank, world):
         opt(net.params())
 
 
+def watch_overlap(net):
+    """What had happened when backward reported the first layer's bias, the last gradient of
+    the first bucket: [buckets started, whether the first layer's weight gradient was still to
+    be computed] (filled in by the first backward)."""
+    from tape import backward
+    w1, b1 = net.params()[:2]
+    seen = []
+
+    def probe(leaf):
+        if leaf is b1 and not seen:
+            seen.extend([net.buckets_started, w1.grad is None])
+    backward.grad_ready_hooks.append(probe)   # after DataParallel's own
+    return seen
+
+
 def reference(dtype, steps):
     """One process, the whole batch: the parameters after ``steps``."""
     x, y = data(dtype)
@@ -79,6 +94,8 @@ def same(checkpoint_path):
         # DataParallel broadcasts rank 0's
         net = distributed.DataParallel(model(dtype, rank), bucket_mb=0.0005)
         opt = optim.Momentum(0.1, momentum=0.9)
+        if dtype == "float64":
+            result["overlap"] = watch_overlap(net)
         eager_steps(net, opt, x, y, range(CHECKPOINT_STEP), rank, world)
         if dtype == "float64":
             wrote = distributed.checkpoint.save(checkpoint_path, tape.checkpoint.combine(
