@@ -23,6 +23,7 @@ from ..errors import PreconditionNotMetError, TapeError
 # standard's Hydra/MPICH ones, PMIx's, Slurm's).
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
 _DEFAULT_TIMEOUT = 300.0
+_SPIN_SECONDS = 2e-3     # how long a wait polls without pausing
 
 
 class DistributedError(TapeError):
@@ -117,14 +118,18 @@ def wait_all(requests: list, what: str) -> None:
     if not requests:
         return
     test_all = _world.MPI.Request.Testall
-    deadline = time.monotonic() + timeout()
+    start = time.monotonic()
+    deadline = start + timeout()
     while not test_all(requests):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             fail(DistributedError(
                 f"rank {rank()} of {world_size()}: {what} did not complete within "
                 f"{timeout():g} s (TAPE_DIST_TIMEOUT): another rank has failed, died or "
                 f"stopped taking part"))
-        time.sleep(0)   # let a rank sharing this core run
+        # each poll moves the operation on, so poll at once while a peer keeps pace; a peer
+        # far behind (a busy machine) gets the core instead of a spinning loop
+        time.sleep(0 if now - start < _SPIN_SECONDS else 1e-4)
 
 
 def run_collective(start, what: str):
