@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     activation,
     collective,
     compare,
+    control_flow,
     conv,
     dropout,
     elementwise,
