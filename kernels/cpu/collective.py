@@ -5,8 +5,7 @@ whose peer died reports it instead of hanging. In a world of one process each is
 """
 import numpy as np
 
-from tape import dtypes
-from tape.distributed import world
+from tape import dtypes, world
 from tape.registry import kernel
 
 _TYPES = (dtypes.FP32, dtypes.FP64, dtypes.INT32, dtypes.INT64)

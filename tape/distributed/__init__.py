@@ -9,11 +9,11 @@ Launch with ``mpirun -np N python train.py``; in the script::
 ``allreduce`` and ``broadcast_parameters`` are the collectives underneath; static programs
 get theirs from ``tape.static.data_parallel``. Without ``init()`` a process is a world of one.
 """
+from ..world import DistributedError, init, initialized, rank, world_size
 from . import checkpoint  # noqa: F401
 from .collective import allreduce, barrier, broadcast_parameters
 from .data_parallel import DataParallel
 from .shard import shard
-from .world import DistributedError, init, initialized, rank, world_size
 
 __all__ = ["DataParallel", "DistributedError", "allreduce", "barrier", "broadcast_parameters",
            "checkpoint", "init", "initialized", "rank", "shard", "world_size"]

@@ -7,8 +7,7 @@ of how many ranks wrote it: a run resumes on any number of ranks.
 """
 from __future__ import annotations
 
-from .. import checkpoint
-from . import world
+from .. import checkpoint, world
 from .collective import barrier
 
 

@@ -1,9 +1,9 @@
 """Collectives on Variables and layers: allreduce, broadcast_parameters, barrier."""
 from __future__ import annotations
 
+from .. import world
 from ..errors import InvalidArgumentError
 from ..tape import no_grad
-from . import world
 
 
 def allreduce(variable, op: str = "sum"):

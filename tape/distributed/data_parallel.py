@@ -20,10 +20,10 @@ import time
 import numpy as np
 
 from .. import backward as _backward
+from .. import world
 from ..desc import GRAD_SUFFIX
 from ..errors import InvalidArgumentError
 from ..variable import Variable
-from . import world
 from .collective import broadcast_parameters, parameters_of
 
 

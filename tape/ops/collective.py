@@ -10,9 +10,9 @@ all-reduced in the forward pass is the same on every rank, so is its gradient).
 In a world of one process (no ``mpirun``) each op is the identity, which is what it computes on
 one rank: that is what the generic op test checks; tests/distributed checks them on 2 ranks.
 """
+from .. import world
 from ..attribute import BOOLEAN, INT, AtLeast, Attr
 from ..desc import OpDesc
-from ..distributed import world
 from ..registry import GradMaker, grad_name, register_op
 
 _RING_ID = Attr("ring_id", INT, 0, "the communicator: 0, every process of the job",

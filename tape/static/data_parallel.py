@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 
+from .. import world
 from ..desc import GRAD_SUFFIX, ProgramDesc
-from ..distributed import world
 from ..errors import InvalidArgumentError, PreconditionNotMetError
 from .program import BACKWARD, FORWARD, OP_ROLE, OPTIMIZE, Program, desc_of, new_op
 

@@ -222,7 +222,7 @@ def test_data_parallel_needs_a_training_program_and_rewrites_once():
 def test_init_without_mpi4py_says_what_to_install(monkeypatch):
     import sys
 
-    from tape.distributed import world
+    from tape import world
     monkeypatch.setitem(sys.modules, "mpi4py", None)     # as if not installed
     monkeypatch.setattr(world._world, "comm", None)
     with pytest.raises(tape.PreconditionNotMetError, match=r"mpi4py is not installed.*\[dist\]"):
@@ -230,7 +230,7 @@ def test_init_without_mpi4py_says_what_to_install(monkeypatch):
 
 
 def test_the_timeout_is_read_from_the_environment(monkeypatch):
-    from tape.distributed import world
+    from tape import world
     monkeypatch.setenv("TAPE_DIST_TIMEOUT", "2.5")
     assert world.timeout() == 2.5
     monkeypatch.setenv("TAPE_DIST_TIMEOUT", "soon")

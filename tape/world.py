@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-from ..errors import PreconditionNotMetError, TapeError
+from .errors import PreconditionNotMetError, TapeError
 
 # Environment variables by which launchers tell a process its place (Open MPI's, the MPI
 # standard's Hydra/MPICH ones, PMIx's, Slurm's).
