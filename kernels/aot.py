@@ -1,0 +1,190 @@
+"""Ahead-of-time compiled kernels: the first training step without importing numba.
+
+Importing numba and loading its first cached function costs about a second, far more than a
+small model's first step. ``build`` runs a workload with every ``kernels.jit.njit`` function
+recording the argument types it is called with, compiles exactly those signatures with
+``numba.pycc`` into one extension module for this machine's CPU, checks that every variant
+gives the JIT's result bit for bit on the recorded arguments, and only then installs the module
+(``python -m tape.warmup`` does all this). At run time ``variants`` hands ``njit`` the compiled
+functions of a kernel, keyed by ``signature``: a call whose arguments match one exactly runs it;
+any other call goes to numba's JIT. A compiled function checks no types (a wrong dtype crashes
+the process), so only an exact match may reach it.
+
+The module's name carries a hash of every source file of ``kernels/`` and of the numba,
+llvmlite, numpy and Python versions and the CPU: any change leaves the old module unused
+(``python -m tape.warmup`` builds a new one). ``TAPE_AOT=0`` turns the modules off.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import sys
+import warnings
+
+import numpy as np
+
+DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_aot")
+PREFIX = "tape_aot_"
+ENABLED = os.environ.get("TAPE_AOT", "1") != "0"
+
+_table = None   # {kernel key: {signature: compiled function}}, read on first use
+
+
+def variants(key: str) -> dict:
+    """The ahead-of-time variants of the kernel ``key``: ``{signature: function}``, maybe empty."""
+    global _table
+    if _table is None:
+        _table = _load(DIRECTORY) if ENABLED else {}
+    return _table.get(key, {})
+
+
+# ---- argument types, as numba's typeof sees them ----
+
+_SCALARS = {float: "float64", bool: "bool", complex: "complex128",
+            **{kind: np.dtype(kind).name for kind in (
+                np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                np.uint64, np.float32, np.float64, np.complex64, np.complex128)}}
+
+
+def signature(args) -> tuple:
+    """What numba's typeof makes of each argument, as a hashable key: an array's ``(dtype, ndim,
+    layout, writeable, aligned)``, a scalar's type name, a tuple's ``("tuple", *items)``; None
+    for anything else (such a call never matches a variant)."""
+    return tuple(map(_describe, args))
+
+
+def _describe(value):
+    kind = type(value)
+    if kind is np.ndarray:
+        flags = value.flags
+        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+        return value.dtype, value.ndim, layout, flags.writeable, flags.aligned
+    if kind is int:     # numba: int64 below 2**63 in magnitude, uint64 up to 2**64
+        bits = value.bit_length()
+        return "int64" if bits < 64 else "uint64" if bits == 64 and value > 0 else None
+    if kind is tuple:
+        return ("tuple", *map(_describe, value))
+    return _SCALARS.get(kind)
+
+
+def describe_type(numba_type):
+    """``_describe``'s answer for a value numba types as ``numba_type``; None if unsupported."""
+    from numba.core import types
+    from numba.np import numpy_support
+    if isinstance(numba_type, types.Array):
+        if not isinstance(numba_type.dtype, (types.Boolean, types.Integer, types.Float,
+                                             types.Complex)):
+            return None
+        return (numpy_support.as_dtype(numba_type.dtype), numba_type.ndim, numba_type.layout,
+                numba_type.mutable, numba_type.aligned)
+    if isinstance(numba_type, types.BaseTuple):
+        items = tuple(map(describe_type, numba_type.types))
+        return None if None in items else ("tuple", *items)
+    if isinstance(numba_type, (types.Boolean, types.Integer, types.Float, types.Complex)):
+        return str(numba_type)
+    return None
+
+
+def to_json(described):
+    if isinstance(described, str):
+        return described
+    if described[0] == "tuple":
+        return ["tuple", *map(to_json, described[1:])]
+    dtype, ndim, layout, writeable, aligned = described
+    return ["array", dtype.str, ndim, layout, writeable, aligned]
+
+
+def from_json(item):
+    if isinstance(item, str):
+        return item
+    if item[0] == "tuple":
+        return ("tuple", *map(from_json, item[1:]))
+    _, dtype, ndim, layout, writeable, aligned = item
+    return np.dtype(dtype), ndim, layout, writeable, aligned
+
+
+# ---- which module fits these sources ----
+
+def source_key() -> str:
+    """A hash of everything a compiled kernel depends on: the sources under ``kernels/``, the
+    numba, llvmlite, numpy and Python versions, the machine and its CPU's features."""
+    digest = hashlib.sha256()
+    root = os.path.dirname(os.path.abspath(__file__))
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if d not in ("_aot", "__pycache__"))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read() + b"\0")
+    for package in ("numba", "llvmlite"):
+        digest.update(_version_file(package) + b"\0")
+    digest.update(f"{np.__version__}\0{sys.version}\0{platform.machine()}\0".encode())
+    digest.update(_cpu_features())
+    return digest.hexdigest()[:24]
+
+
+def _version_file(package: str) -> bytes:
+    """The package's ``_version.py`` (read, not imported: importing numba is what we avoid)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return b"absent"
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "_version.py"), "rb") as f:
+            return f.read()
+    except OSError:
+        return os.path.dirname(spec.origin).encode()
+
+
+def _cpu_features() -> bytes:
+    """The CPU's model and flags (Linux); a module built for another CPU may not run here."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return platform.processor().encode()
+    wanted = (b"model name", b"flags", b"Features", b"CPU part")
+    return b"\n".join(sorted({line for line in lines if line.startswith(wanted)}))
+
+
+def paths(directory: str, key: str) -> tuple:
+    """``(manifest, extension module)`` paths of the module built for ``key``."""
+    name = PREFIX + key
+    return os.path.join(directory, name + ".json"), os.path.join(directory, name + ".so")
+
+
+def _load(directory: str) -> dict:
+    manifest_path, module_path = paths(directory, source_key())
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        return {}
+    try:
+        module = load_module(manifest["module"], module_path)
+    except ImportError as e:
+        warnings.warn(f"tape: the ahead-of-time kernels {module_path} did not load ({e}); "
+                      f"numba's JIT runs every kernel. `python -m tape.warmup` rebuilds them.",
+                      RuntimeWarning, stacklevel=3)
+        return {}
+    return table_of(manifest, module)
+
+
+def load_module(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        raise ImportError(f"{path} is not an extension module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_of(manifest: dict, module) -> dict:
+    table = {}
+    for entry in manifest["variants"]:
+        table.setdefault(entry["kernel"], {})[tuple(map(from_json, entry["signature"]))] = \
+            getattr(module, entry["symbol"])
+    return table

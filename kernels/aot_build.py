@@ -1,0 +1,211 @@
+"""Building the ahead-of-time kernels of ``kernels/aot.py`` from a workload's kernel calls.
+
+Each signature is compiled with the flags numba's JIT compiled it with (the dispatcher's own
+options: fastmath, error model and the rest) and for the same CPU features as the JIT's; every
+variant is then run on the arguments recorded for it and must give the JIT's result bit for bit
+(every argument array after the call, and the return value), else it is left out. The module and
+its manifest go into place only after all of that (the manifest last, by an atomic rename): an
+interrupted or failed build leaves nothing a later process would load.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from . import aot, jit
+
+
+class Recorder:
+    """Wraps each kernel compiled while it is installed; keeps a copy of the arguments of the
+    first call of every signature, taken before the call."""
+
+    def __init__(self):
+        self.calls = {}         # kernel key -> {signature: copied arguments}
+        self.dispatchers = {}   # kernel key -> numba dispatcher
+
+    def __call__(self, kernel, dispatcher):
+        calls = self.calls.setdefault(kernel.key, {})
+        self.dispatchers[kernel.key] = dispatcher
+
+        def recorded(*args):
+            described = aot.signature(args)
+            if described not in calls:
+                calls[described] = _copy(args)
+            return dispatcher(*args)
+        return recorded
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Kernels compiled inside the block are recorded; every kernel starts uncompiled (numba
+        loads it from its cache again) and sees no ahead-of-time variants."""
+        saved = jit._recorder, aot._table
+        jit._recorder, aot._table = self, {}
+        _forget_compiled()
+        try:
+            yield self
+        finally:
+            jit._recorder, aot._table = saved
+            _forget_compiled()
+
+
+def _forget_compiled():
+    for instances in jit.kernels.values():
+        for kernel in instances:
+            kernel._compiled = kernel._aot = None
+
+
+def _copy(value):
+    """A copy with the same numba type (layout, writeability); None where there is none."""
+    if isinstance(value, tuple):
+        items = tuple(map(_copy, value))
+        return None if any(i is None and v is not None for i, v in zip(items, value)) else items
+    if type(value) is not np.ndarray:
+        return value
+    if not (value.flags.c_contiguous or value.flags.f_contiguous):
+        return None
+    copy = value.copy(order="K")
+    copy.flags.writeable = value.flags.writeable
+    return copy if aot._describe(copy) == aot._describe(value) else None
+
+
+def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
+    """Run ``workload()`` recording kernel calls, compile and check their signatures, install the
+    module for the current sources in ``directory``; return its manifest's path (None if no
+    signature could be compiled)."""
+    with Recorder().installed() as recorder:
+        workload()
+    exports = _exports(recorder, log)
+    if not exports:
+        log("aot: no kernel signature to compile")
+        return None
+    key = aot.source_key()
+    manifest_path, module_path = aot.paths(directory, key)
+    name = aot.PREFIX + key
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=directory) as scratch:
+        start = time.perf_counter()
+        built = _compile(name, exports, scratch)
+        log(f"aot: compiled {len(exports)} signatures of {len({e['kernel'] for e in exports})} "
+            f"kernels in {time.perf_counter() - start:.1f} s")
+        module = aot.load_module(name, built)
+        checked = [e for e in exports if _same_bits(e, module, recorder, log)]
+        if not checked:
+            return None
+        manifest = {"module": name, "key": key,
+                    "variants": [{"kernel": e["kernel"], "symbol": e["symbol"],
+                                  "signature": list(map(aot.to_json, e["signature"]))}
+                                 for e in checked]}
+        os.replace(built, module_path)
+        from tape.atomic import atomic_open
+        with atomic_open(manifest_path) as f:
+            f.write(json.dumps(manifest, indent=1).encode())
+    _remove_stale(directory, name)
+    log(f"aot: {len(checked)} variants in {module_path}")
+    return manifest_path
+
+
+def _exports(recorder, log) -> list:
+    """The recorded signatures pycc can compile as the JIT did, each with its export symbol."""
+    from numba.core.typing.typeof import typeof
+    exports = []
+    for key, calls in sorted(recorder.calls.items()):
+        dispatcher = recorder.dispatchers[key]
+        if len(jit.kernels[key]) != 1:
+            log(f"aot: skipped {key}: {len(jit.kernels[key])} kernels share this key")
+            continue
+        if dispatcher.targetoptions.get("parallel"):
+            log(f"aot: skipped {key}: parallel=True is not compiled ahead of time")
+            continue
+        for described, args in calls.items():
+            if args is None or None in described:
+                continue
+            types = tuple(typeof(a) for a in args)
+            if types not in dispatcher.overloads or \
+                    tuple(map(aot.describe_type, types)) != described:
+                log(f"aot: skipped {key}{types}: not a signature the JIT compiled as such")
+                continue
+            exports.append({"kernel": key, "signature": described, "args": args,
+                            "symbol": f"k{len(exports)}", "dispatcher": dispatcher,
+                            "types": dispatcher.overloads[types].signature})
+    return exports
+
+
+def _compile(name: str, exports: list, directory: str) -> str:
+    from numba.pycc import CC
+    cc = CC(name)
+    cc.output_dir = directory
+    cc.target_cpu = "host"
+    for export in exports:
+        cc.export(export["symbol"], export["types"])(export["dispatcher"].py_func)
+    with _as_the_jit_compiles({id(e["dispatcher"].py_func): e["dispatcher"] for e in exports}):
+        cc.compile()
+    return os.path.join(directory, cc.output_file)
+
+
+@contextlib.contextmanager
+def _as_the_jit_compiles(dispatchers: dict):
+    """Inside the block pycc compiles each function with the flags its JIT dispatcher uses
+    (pycc's own are numba's defaults: no fastmath, no error model) and for the host's CPU
+    features as the JIT does (pycc's ``host`` names the CPU model only)."""
+    from numba.core import codegen, compiler
+    from numba.pycc import compiler as pycc_compiler
+
+    original_compile = pycc_compiler.compile_extra
+    original_features = codegen.AOTCPUCodegen._customize_tm_features
+
+    def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, **kwargs):
+        dispatcher = dispatchers[id(func)]
+        jit_flags = dispatcher.targetdescr.options.parse_as_flags(compiler.Flags(),
+                                                                 dispatcher.targetoptions)
+        jit_flags.no_compile = flags.no_compile
+        jit_flags.nrt = flags.nrt
+        return original_compile(typingctx, targetctx, func, args, return_type, jit_flags,
+                                locals, **kwargs)
+
+    pycc_compiler.compile_extra = compile_extra
+    codegen.AOTCPUCodegen._customize_tm_features = codegen.CPUCodegen._get_host_cpu_features
+    try:
+        yield
+    finally:
+        pycc_compiler.compile_extra = original_compile
+        codegen.AOTCPUCodegen._customize_tm_features = original_features
+
+
+def _same_bits(export, module, recorder, log) -> bool:
+    """Whether the compiled variant gives the JIT's results bit for bit on the recorded call."""
+    results = []
+    for function in (export["dispatcher"], getattr(module, export["symbol"])):
+        args = _copy(export["args"])
+        returned = function(*args)
+        results.append(_bits((args, returned)))
+    if results[0] != results[1]:
+        log(f"aot: left out {export['kernel']}{export['types']}: differs from the JIT")
+        return False
+    return True
+
+
+def _bits(value):
+    if isinstance(value, (tuple, list)):
+        return tuple(map(_bits, value))
+    if value is None:
+        return None
+    array = np.asarray(value)
+    return type(value).__name__, array.dtype.str, array.shape, array.tobytes()
+
+
+def _remove_stale(directory: str, keep: str):
+    """Modules built for other sources: never loaded again."""
+    for entry in os.listdir(directory):
+        if entry.startswith(aot.PREFIX) and not entry.startswith(keep + "."):
+            path = os.path.join(directory, entry)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
