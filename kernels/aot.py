@@ -1,23 +1,25 @@
 """Ahead-of-time compiled kernels: the first training step without importing numba.
 
 Importing numba and loading its first cached function costs about a second, far more than a
-small model's first step. ``build`` runs a workload with every ``kernels.jit.njit`` function
-recording the argument types it is called with, compiles exactly those signatures with
+small model's first step. ``aot_build.py`` runs a workload with every ``kernels.jit.njit``
+function recording the argument types it is called with, compiles exactly those signatures with
 ``numba.pycc`` into one extension module for this machine's CPU, checks that every variant
-gives the JIT's result bit for bit on the recorded arguments, and only then installs the module
-(``python -m tape.warmup`` does all this). At run time ``variants`` hands ``njit`` the compiled
-functions of a kernel, keyed by ``signature``: a call whose arguments match one exactly runs it;
-any other call goes to numba's JIT. A compiled function checks no types (a wrong dtype crashes
-the process), so only an exact match may reach it.
+gives the JIT's result bit for bit on the recorded arguments, and only then installs the
+module (``python -m tape.optim.warmup`` does all this). At run time ``variants`` hands ``njit``
+the compiled functions of a kernel, keyed by ``signature``: a call whose arguments match one
+exactly runs it; any other call goes to numba's JIT. A compiled function checks no types (a
+wrong dtype crashes the process), so only an exact match may reach it.
 
 The module's name carries a hash of every source file of ``kernels/`` and of the numba,
 llvmlite, numpy and Python versions and the CPU: any change leaves the old module unused
-(``python -m tape.warmup`` builds a new one). ``TAPE_AOT=0`` turns the modules off.
+(``python -m tape.optim.warmup`` builds a new one). ``TAPE_AOT=0`` turns the modules off;
+``TAPE_AOT_DIR`` puts them elsewhere than ``kernels/_aot``.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -26,7 +28,8 @@ import warnings
 
 import numpy as np
 
-DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_aot")
+DIRECTORY = (os.environ.get("TAPE_AOT_DIR")
+             or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_aot"))
 PREFIX = "tape_aot_"
 ENABLED = os.environ.get("TAPE_AOT", "1") != "0"
 
@@ -47,72 +50,82 @@ _SCALARS = {float: "float64", bool: "bool", complex: "complex128",
             **{kind: np.dtype(kind).name for kind in (
                 np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                 np.uint64, np.float32, np.float64, np.complex64, np.complex128)}}
+# numpy's NPY_ARRAY_C_CONTIGUOUS, _F_CONTIGUOUS, _ALIGNED and _WRITEABLE bits of ``flags.num``
+C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x2, 0x100, 0x400
+_ARRAY_BITS = C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE
+_ndarray = np.ndarray
 
 
 def signature(args) -> tuple:
-    """What numba's typeof makes of each argument, as a hashable key: an array's ``(dtype, ndim,
-    layout, writeable, aligned)``, a scalar's type name, a tuple's ``("tuple", *items)``; None
-    for anything else (such a call never matches a variant)."""
-    return tuple(map(_describe, args))
+    """A hashable key of what numba's typeof makes of each argument: an array's ``(dtype, ndim,
+    its contiguity, alignment and writeability bits)``, a scalar's type name, a tuple's
+    ``("tuple", *items)``; None for anything else (such a call matches no variant). On the path
+    of every kernel call: one flags read per array (numba's own dispatch costs as much)."""
+    key = []
+    for value in args:
+        if type(value) is _ndarray:
+            key.append((value.dtype, value.ndim, value.flags.num & _ARRAY_BITS))
+        else:
+            key.append(_describe_other(value))
+    return tuple(key)
 
 
-def _describe(value):
+def _describe_other(value):
     kind = type(value)
-    if kind is np.ndarray:
-        flags = value.flags
-        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
-        return value.dtype, value.ndim, layout, flags.writeable, flags.aligned
     if kind is int:     # numba: int64 below 2**63 in magnitude, uint64 up to 2**64
         bits = value.bit_length()
         return "int64" if bits < 64 else "uint64" if bits == 64 and value > 0 else None
     if kind is tuple:
-        return ("tuple", *map(_describe, value))
+        return ("tuple", *signature(value))
     return _SCALARS.get(kind)
 
 
 def describe_type(numba_type):
-    """``_describe``'s answer for a value numba types as ``numba_type``; None if unsupported."""
+    """A numba argument type as the manifest keeps it (JSON): an array's ``["array", dtype,
+    ndim, layout, writeable, aligned]``, a scalar's name, a tuple's ``["tuple", *items]``; None
+    if no ahead-of-time variant may take it."""
     from numba.core import types
     from numba.np import numpy_support
     if isinstance(numba_type, types.Array):
         if not isinstance(numba_type.dtype, (types.Boolean, types.Integer, types.Float,
                                              types.Complex)):
             return None
-        return (numpy_support.as_dtype(numba_type.dtype), numba_type.ndim, numba_type.layout,
-                numba_type.mutable, numba_type.aligned)
+        return ["array", numpy_support.as_dtype(numba_type.dtype).str, numba_type.ndim,
+                numba_type.layout, numba_type.mutable, numba_type.aligned]
     if isinstance(numba_type, types.BaseTuple):
-        items = tuple(map(describe_type, numba_type.types))
-        return None if None in items else ("tuple", *items)
+        items = [describe_type(t) for t in numba_type.types]
+        return None if None in items else ["tuple", *items]
     if isinstance(numba_type, (types.Boolean, types.Integer, types.Float, types.Complex)):
         return str(numba_type)
     return None
 
 
-def to_json(described):
+def keys_of(described) -> list:
+    """Every ``signature`` key of arguments numba types as ``described`` (one argument)."""
     if isinstance(described, str):
-        return described
+        return [described]
     if described[0] == "tuple":
-        return ["tuple", *map(to_json, described[1:])]
-    dtype, ndim, layout, writeable, aligned = described
-    return ["array", dtype.str, ndim, layout, writeable, aligned]
+        return [("tuple", *items) for items in keys_of_all(described[1:])]
+    _, dtype, ndim, layout, writeable, aligned = described
+    rest = (ALIGNED if aligned else 0) | (WRITEABLE if writeable else 0)
+    # numba's layout: "C" if C-contiguous (F too or not), else "F" if F-contiguous, else "A"
+    contiguity = {"C": (C_CONTIGUOUS, C_CONTIGUOUS | F_CONTIGUOUS), "F": (F_CONTIGUOUS,),
+                  "A": (0,)}[layout]
+    return [(np.dtype(dtype), ndim, bits | rest) for bits in contiguity]
 
 
-def from_json(item):
-    if isinstance(item, str):
-        return item
-    if item[0] == "tuple":
-        return ("tuple", *map(from_json, item[1:]))
-    _, dtype, ndim, layout, writeable, aligned = item
-    return np.dtype(dtype), ndim, layout, writeable, aligned
+def keys_of_all(described_args) -> list:
+    """Every ``signature`` key of a call whose arguments numba types as ``described_args``."""
+    return [tuple(combination) for combination in
+            itertools.product(*map(keys_of, described_args))]
 
 
 # ---- which module fits these sources ----
 
-def source_key() -> str:
-    """A hash of everything a compiled kernel depends on: the sources under ``kernels/``, the
-    numba, llvmlite, numpy and Python versions, the machine and its CPU's features."""
+def source_key(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
+    """A hash of everything a compiled kernel depends on: the sources under ``root`` (this
+    ``kernels/``), the numba, llvmlite, numpy and Python versions, the machine and its CPU."""
     digest = hashlib.sha256()
-    root = os.path.dirname(os.path.abspath(__file__))
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = sorted(d for d in subfolders if d not in ("_aot", "__pycache__"))
         for name in sorted(f for f in files if f.endswith(".py")):
@@ -167,7 +180,8 @@ def _load(directory: str) -> dict:
         module = load_module(manifest["module"], module_path)
     except ImportError as e:
         warnings.warn(f"tape: the ahead-of-time kernels {module_path} did not load ({e}); "
-                      f"numba's JIT runs every kernel. `python -m tape.warmup` rebuilds them.",
+                      f"numba's JIT runs every kernel. `python -m tape.optim.warmup` rebuilds "
+                      f"them.",
                       RuntimeWarning, stacklevel=3)
         return {}
     return table_of(manifest, module)
@@ -185,6 +199,7 @@ def load_module(name: str, path: str):
 def table_of(manifest: dict, module) -> dict:
     table = {}
     for entry in manifest["variants"]:
-        table.setdefault(entry["kernel"], {})[tuple(map(from_json, entry["signature"]))] = \
-            getattr(module, entry["symbol"])
+        function = getattr(module, entry["symbol"])
+        for key in keys_of_all(entry["signature"]):
+            table.setdefault(entry["kernel"], {})[key] = function
     return table

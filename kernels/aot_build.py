@@ -71,7 +71,7 @@ def _copy(value):
         return None
     copy = value.copy(order="K")
     copy.flags.writeable = value.flags.writeable
-    return copy if aot._describe(copy) == aot._describe(value) else None
+    return copy if aot.signature((copy,)) == aot.signature((value,)) else None
 
 
 def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
@@ -99,7 +99,7 @@ def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
             return None
         manifest = {"module": name, "key": key,
                     "variants": [{"kernel": e["kernel"], "symbol": e["symbol"],
-                                  "signature": list(map(aot.to_json, e["signature"]))}
+                                  "signature": e["signature"]}
                                  for e in checked]}
         os.replace(built, module_path)
         from tape.atomic import atomic_open
@@ -126,11 +126,12 @@ def _exports(recorder, log) -> list:
             if args is None or None in described:
                 continue
             types = tuple(typeof(a) for a in args)
-            if types not in dispatcher.overloads or \
-                    tuple(map(aot.describe_type, types)) != described:
+            manifest_types = [aot.describe_type(t) for t in types]
+            if types not in dispatcher.overloads or None in manifest_types or \
+                    described not in aot.keys_of_all(manifest_types):
                 log(f"aot: skipped {key}{types}: not a signature the JIT compiled as such")
                 continue
-            exports.append({"kernel": key, "signature": described, "args": args,
+            exports.append({"kernel": key, "signature": manifest_types, "args": args,
                             "symbol": f"k{len(exports)}", "dispatcher": dispatcher,
                             "types": dispatcher.overloads[types].signature})
     return exports

@@ -29,14 +29,17 @@ BATCH, SIZES = 64, (784, 256, 256, 10)
 STEPS = 2
 
 
-def train_mlp(optimizer, dtype, steps: int = STEPS) -> None:
-    """``steps`` DyNet-style steps (reset, forward, backward, update) of a fresh MLP."""
+def train_mlp(optimizer, dtype, steps: int = STEPS) -> list:
+    """``steps`` DyNet-style steps (reset, forward, backward, update) of a fresh MLP; its
+    parameters."""
     from tape import layers
     rng = np.random.default_rng(0)
     model = [layers.Linear(n_in, n_out, act="relu" if i < len(SIZES) - 2 else None,
                            dtype=dtype)
              for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:]))]
     params = [p for layer in model for p in layer.params()]
+    for p in params:    # the same values in every process
+        p.value()[...] = rng.standard_normal(p.shape).astype(dtype) * 0.05
     x = rng.standard_normal((BATCH, SIZES[0])).astype(dtype)
     labels = rng.integers(0, SIZES[-1], (BATCH, 1))
     for _ in range(steps):
@@ -47,6 +50,7 @@ def train_mlp(optimizer, dtype, steps: int = STEPS) -> None:
         loss = tape.ops.mean(tape.ops.softmax_with_cross_entropy(h, tape.Variable(labels))[1])
         loss.backward()
         optimizer(params)
+    return params
 
 
 def workload(scripts=()) -> None:
