@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check tape kernels layers optim tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis kernels/_aot
 
 # Regenerate tape/framework_pb2.py (checked in) from tape/framework.proto. The pinned generator
 # writes code for protobuf 7.35.1, the floor of the runtime pin in pyproject.toml. The module

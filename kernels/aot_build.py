@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -152,15 +153,22 @@ def _compile(name: str, exports: list, directory: str) -> str:
 @contextlib.contextmanager
 def _as_the_jit_compiles(dispatchers: dict):
     """Inside the block pycc compiles each function with the flags its JIT dispatcher uses
-    (pycc's own are numba's defaults: no fastmath, no error model) and for the host's CPU
-    features as the JIT does (pycc's ``host`` names the CPU model only)."""
+    (pycc's own are numba's defaults: no fastmath, no error model), for the host's CPU features
+    as the JIT does (pycc's ``host`` names the CPU model only), calling the C library's math
+    functions the JIT calls."""
     from numba.core import codegen, compiler
     from numba.pycc import compiler as pycc_compiler
 
     original_compile = pycc_compiler.compile_extra
     original_features = codegen.AOTCPUCodegen._customize_tm_features
 
+    pinned = set()
+
     def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, **kwargs):
+        library = kwargs.get("library")
+        if library is not None and id(library) not in pinned:
+            pinned.add(id(library))
+            library.add_llvm_module(_math_versions_module())
         dispatcher = dispatchers[id(func)]
         jit_flags = dispatcher.targetdescr.options.parse_as_flags(compiler.Flags(),
                                                                  dispatcher.targetoptions)
@@ -178,17 +186,75 @@ def _as_the_jit_compiles(dispatchers: dict):
         codegen.AOTCPUCodegen._customize_tm_features = original_features
 
 
+def _math_versions_module():
+    """An LLVM module whose ``.symver`` lines bind the math functions to the versions numba's
+    JIT calls. The JIT calls them through numba's ``_helperlib``, linked against old glibc
+    versions (``log@GLIBC_2.2.5``); a module linked now would get the newest (``log@GLIBC_2.29``,
+    whose ``log(-1)`` is NaN with the other sign bit)."""
+    from llvmlite import binding
+    from numba.core import intrinsics
+    lines = [f'module asm ".symver {name},{name}@{version}"'
+             for name, version in sorted(_helperlib_versions().items())
+             if name in intrinsics.INTR_MATH]
+    binding.initialize_native_asmparser()   # module asm is assembled with the code
+    return binding.parse_assembly("\n".join(lines) + "\n")
+
+
+def _helperlib_versions() -> dict:
+    """``{symbol: version}`` of what numba's ``_helperlib`` imports from the C library (read
+    with objdump; empty where there is none: the bit check then judges each variant alone)."""
+    from numba import _helperlib
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return {}
+    listing = subprocess.run([objdump, "-T", _helperlib.__file__], capture_output=True,
+                             text=True, check=False).stdout
+    versions = {}
+    for line in listing.splitlines():
+        fields = line.split()
+        if "*UND*" in fields and len(fields) >= 2 and fields[-2].startswith("(GLIBC_"):
+            versions[fields[-1]] = fields[-2].strip("()")
+    return versions
+
+
 def _same_bits(export, module, recorder, log) -> bool:
-    """Whether the compiled variant gives the JIT's results bit for bit on the recorded call."""
-    results = []
-    for function in (export["dispatcher"], getattr(module, export["symbol"])):
-        args = _copy(export["args"])
-        returned = function(*args)
-        results.append(_bits((args, returned)))
-    if results[0] != results[1]:
-        log(f"aot: left out {export['kernel']}{export['types']}: differs from the JIT")
-        return False
+    """Whether the compiled variant gives the JIT's results bit for bit on the recorded call and
+    on calls of the same shapes whose floating-point arrays hold other (random) values."""
+    for seed in (None, *range(RANDOM_CALLS)):
+        results = []
+        for function in (export["dispatcher"], getattr(module, export["symbol"])):
+            args = _copy(export["args"]) if seed is None else _randomised(export["args"], seed)
+            try:
+                returned = function(*args)
+            except Exception as e:  # noqa: BLE001 - the same error from both is the same result
+                returned = f"{type(e).__name__}: {e}"
+            results.append(_bits((args, returned)))
+        if results[0] != results[1]:
+            log(f"aot: left out {export['kernel']}{export['types']}: differs from the JIT")
+            return False
     return True
+
+
+# Calls with random values besides the recorded one: different data through the same paths
+# (integer arrays, often indices, and scalars stay as recorded).
+RANDOM_CALLS = 3
+
+
+def _randomised(args, seed: int):
+    rng = np.random.default_rng(seed)
+
+    def fill(value):
+        if isinstance(value, tuple):
+            return tuple(map(fill, value))
+        if type(value) is not np.ndarray or value.dtype.kind not in "fc":
+            return _copy(value)
+        copy = _copy(value)
+        writeable = copy.flags.writeable
+        copy.flags.writeable = True
+        copy[...] = rng.standard_normal(copy.shape)
+        copy.flags.writeable = writeable
+        return copy
+    return tuple(map(fill, args))
 
 
 def _bits(value):

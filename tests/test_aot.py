@@ -71,6 +71,27 @@ def test_training_runs_without_numba_and_matches_the_jit_bit_for_bit(aot_dir):
     assert compiled["digests"] == jitted["digests"]
 
 
+def test_the_fastmath_row_sums_match_the_jit_at_every_width(aot_dir):
+    """softmax's row loops are compiled with fastmath reassoc (vectorised sums): at widths
+    around every vector length the compiled variants add in the JIT's order."""
+    code = """
+        import hashlib, json, sys
+        import numpy as np
+        from tape.kernels.cpu.activation import softmax_rows
+        digest = hashlib.sha256()
+        rng = np.random.default_rng(0)
+        for dtype in (np.float32, np.float64):
+            for width in range(1, 70):
+                for log in (False, True):
+                    out, lse = softmax_rows(rng.standard_normal((3, width)).astype(dtype), log)
+                    digest.update(out.tobytes() + lse.tobytes())
+        print(json.dumps({"digest": digest.hexdigest(), "numba": "numba" in sys.modules}))
+    """
+    compiled, jitted = run_child(code, aot_dir), run_child(code, aot_dir, use_aot=False)
+    assert not compiled["numba"] and jitted["numba"]
+    assert compiled["digest"] == jitted["digest"]
+
+
 def test_a_call_of_another_type_goes_to_the_jit(aot_dir):
     """``_sgd_loop``'s variants take float32 arrays and a float32 rate (the workload's); each
     call below differs in one way and must run numba's JIT, with the JIT's result."""
