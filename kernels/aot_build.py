@@ -9,6 +9,7 @@ interrupted or failed build leaves nothing a later process would load.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -56,9 +57,8 @@ class Recorder:
 
 
 def _forget_compiled():
-    for instances in jit.kernels.values():
-        for kernel in instances:
-            kernel._compiled = kernel._aot = None
+    for kernel in list(jit.instances):
+        kernel._compiled = kernel._aot = None
 
 
 def _copy(value):
@@ -115,10 +115,11 @@ def _exports(recorder, log) -> list:
     """The recorded signatures pycc can compile as the JIT did, each with its export symbol."""
     from numba.core.typing.typeof import typeof
     exports = []
+    sharing = collections.Counter(kernel.key for kernel in list(jit.instances))
     for key, calls in sorted(recorder.calls.items()):
         dispatcher = recorder.dispatchers[key]
-        if len(jit.kernels[key]) != 1:
-            log(f"aot: skipped {key}: {len(jit.kernels[key])} kernels share this key")
+        if sharing[key] != 1:
+            log(f"aot: skipped {key}: {sharing[key]} kernels share this key")
             continue
         if dispatcher.targetoptions.get("parallel"):
             log(f"aot: skipped {key}: parallel=True is not compiled ahead of time")

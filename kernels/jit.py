@@ -17,17 +17,18 @@ numba's.
 """
 import inspect
 import os
+import weakref
 
 from . import aot, formulas
 
-# every njit made, by its key: what the ahead-of-time build looks through
-kernels = {}
+# every njit alive: what the ahead-of-time build looks through
+instances = weakref.WeakSet()
 
 
 class njit:
     """Decorator: a function compiled by numba on first call, cached on disk."""
 
-    __slots__ = ("py_func", "key", "_compiled", "_options", "_aot")
+    __slots__ = ("py_func", "key", "_compiled", "_options", "_aot", "__weakref__")
 
     def __init__(self, fn=None, *, key=None, **options):
         self.py_func = fn
@@ -35,7 +36,7 @@ class njit:
         self._compiled = None
         self._options = options
         self._aot = None
-        kernels.setdefault(self.key, []).append(self)
+        instances.add(self)
 
     def __call__(self, *args):
         variants = self._aot
