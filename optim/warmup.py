@@ -11,7 +11,8 @@ numba (a module built for other sources or versions is never loaded).
     python -m tape.optim.warmup [script.py ...]
 
 Scripts named on the command line run too (as ``__main__``), so the kernels of your own
-models join the module.
+models join the module. The module goes into the installed ``tape/kernels/_aot``, or into
+``TAPE_AOT_DIR`` when that is set (then set it when training too).
 """
 from __future__ import annotations
 
@@ -64,7 +65,16 @@ def workload(scripts=()) -> None:
 
 def main(argv=None) -> int:
     scripts = sys.argv[1:] if argv is None else argv
-    aot_build.build(lambda: workload(scripts))
+    try:
+        aot_build.build(lambda: workload(scripts))
+    except ImportError as e:    # numba.pycc needs setuptools (and a C compiler)
+        print(f"tape.optim.warmup: cannot compile ahead of time: {e} (pip install setuptools)",
+              file=sys.stderr)
+        return 1
+    except PermissionError as e:
+        print(f"tape.optim.warmup: {e}; set TAPE_AOT_DIR to a writable directory, here and "
+              f"when training", file=sys.stderr)
+        return 1
     return 0
 
 
