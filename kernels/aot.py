@@ -17,16 +17,15 @@ llvmlite, numpy and Python versions and the CPU: any change leaves the old modul
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import itertools
-import json
 import os
-import platform
 import sys
-import warnings
 
 import numpy as np
+
+# hashlib, json, platform and warnings are imported where used: only a kernel's first call
+# reads the module, and ``import tape`` stays as short as it was
 
 DIRECTORY = (os.environ.get("TAPE_AOT_DIR")
              or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_aot"))
@@ -125,6 +124,8 @@ def keys_of_all(described_args) -> list:
 def source_key(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
     """A hash of everything a compiled kernel depends on: the sources under ``root`` (this
     ``kernels/``), the numba, llvmlite, numpy and Python versions, the machine and its CPU."""
+    import hashlib
+    import platform
     digest = hashlib.sha256()
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = sorted(d for d in subfolders if d not in ("_aot", "__pycache__"))
@@ -154,6 +155,7 @@ def _version_file(package: str) -> bytes:
 
 def _cpu_features() -> bytes:
     """The CPU's model and flags (Linux); a module built for another CPU may not run here."""
+    import platform
     try:
         with open("/proc/cpuinfo", "rb") as f:
             lines = f.read().splitlines()
@@ -170,6 +172,8 @@ def paths(directory: str, key: str) -> tuple:
 
 
 def _load(directory: str) -> dict:
+    import json
+    import warnings
     manifest_path, module_path = paths(directory, source_key())
     try:
         with open(manifest_path, encoding="utf-8") as f:
