@@ -125,7 +125,7 @@ def measure_steps(libs: list, repeats: int):
 
 def aot_note(runs: dict) -> str:
     from tape.kernels import aot
-    built = os.path.exists(aot.paths(aot.DIRECTORY, aot.source_key())[0])
+    built = os.path.exists(aot.manifest_path(aot.DIRECTORY, aot.source_key()))
     during = any(r["numba_imported"] for label, results in runs.items()
                  if label.startswith(TAPE) and "JIT only" not in label for r in results)
     return (f"ahead-of-time kernels for these sources: {'built' if built else 'NOT built'} "

@@ -165,30 +165,29 @@ def _cpu_features() -> bytes:
     return b"\n".join(sorted({line for line in lines if line.startswith(wanted)}))
 
 
-def paths(directory: str, key: str) -> tuple:
-    """``(manifest, extension module)`` paths of the module built for ``key``."""
-    name = PREFIX + key
-    return os.path.join(directory, name + ".json"), os.path.join(directory, name + ".so")
+def manifest_path(directory: str, key: str) -> str:
+    """Where the manifest of the module built for ``key`` is: it names the module's file."""
+    return os.path.join(directory, f"{PREFIX}{key}.json")
 
 
 def _load(directory: str) -> dict:
     import json
     import warnings
-    manifest_path, module_path = paths(directory, source_key())
     try:
-        with open(manifest_path, encoding="utf-8") as f:
-            manifest = json.load(f)
+        with open(manifest_path(directory, source_key()), encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         return {}
     try:
-        module = load_module(manifest["module"], module_path)
-    except ImportError as e:
-        warnings.warn(f"tape: the ahead-of-time kernels {module_path} did not load ({e}); "
-                      f"numba's JIT runs every kernel. `python -m tape.optim.warmup` rebuilds "
-                      f"them.",
-                      RuntimeWarning, stacklevel=3)
+        manifest = json.loads(text)
+        module = load_module(manifest["module"], os.path.join(directory, manifest["file"]))
+        return table_of(manifest, module)
+    except (ValueError, ImportError, KeyError, TypeError, AttributeError) as e:
+        warnings.warn(f"tape: the ahead-of-time kernels in {directory} did not load "
+                      f"({type(e).__name__}: {e}); numba's JIT runs every kernel. "
+                      f"`python -m tape.optim.warmup` rebuilds them.", RuntimeWarning,
+                      stacklevel=3)
         return {}
-    return table_of(manifest, module)
 
 
 def load_module(name: str, path: str):

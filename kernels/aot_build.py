@@ -86,8 +86,10 @@ def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
         log("aot: no kernel signature to compile")
         return None
     key = aot.source_key()
-    manifest_path, module_path = aot.paths(directory, key)
-    name = aot.PREFIX + key
+    manifest_path = aot.manifest_path(directory, key)
+    # a new name for every build: a manifest only ever names the module built with it
+    name = f"{aot.PREFIX}{key}_{os.urandom(6).hex()}"
+    module_path = os.path.join(directory, name + ".so")
     os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=directory) as scratch:
         start = time.perf_counter()
@@ -95,10 +97,10 @@ def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
         log(f"aot: compiled {len(exports)} signatures of {len({e['kernel'] for e in exports})} "
             f"kernels in {time.perf_counter() - start:.1f} s")
         module = aot.load_module(name, built)
-        checked = [e for e in exports if _same_bits(e, module, recorder, log)]
+        checked = [e for e in exports if _same_bits(e, module, log)]
         if not checked:
             return None
-        manifest = {"module": name, "key": key,
+        manifest = {"module": name, "file": os.path.basename(module_path), "key": key,
                     "variants": [{"kernel": e["kernel"], "symbol": e["symbol"],
                                   "signature": e["signature"]}
                                  for e in checked]}
@@ -106,7 +108,7 @@ def build(workload, directory: str = aot.DIRECTORY, log=print) -> str | None:
         from tape.atomic import atomic_open
         with atomic_open(manifest_path) as f:
             f.write(json.dumps(manifest, indent=1).encode())
-    _remove_stale(directory, name)
+    _remove_stale(directory, (manifest_path, module_path))
     log(f"aot: {len(checked)} variants in {module_path}")
     return manifest_path
 
@@ -218,7 +220,7 @@ def _helperlib_versions() -> dict:
     return versions
 
 
-def _same_bits(export, module, recorder, log) -> bool:
+def _same_bits(export, module, log) -> bool:
     """Whether the compiled variant gives the JIT's results bit for bit on the recorded call and
     on calls of the same shapes whose floating-point arrays hold other (random) values."""
     for seed in (None, *range(RANDOM_CALLS)):
@@ -267,11 +269,11 @@ def _bits(value):
     return type(value).__name__, array.dtype.str, array.shape, array.tobytes()
 
 
-def _remove_stale(directory: str, keep: str):
-    """Modules built for other sources: never loaded again."""
+def _remove_stale(directory: str, keep: tuple):
+    """Modules and manifests of other builds: never loaded again."""
     for entry in os.listdir(directory):
-        if entry.startswith(aot.PREFIX) and not entry.startswith(keep + "."):
-            path = os.path.join(directory, entry)
+        path = os.path.join(directory, entry)
+        if entry.startswith(aot.PREFIX) and path not in keep:
             if os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -26,8 +26,7 @@ KERNELS = Path(aot.__file__).parent
 @pytest.fixture(scope="module")
 def aot_dir(tmp_path_factory):
     """A directory holding the module built for the current sources."""
-    manifest, _ = aot.paths(aot.DIRECTORY, aot.source_key())
-    if os.path.exists(manifest):
+    if os.path.exists(aot.manifest_path(aot.DIRECTORY, aot.source_key())):
         return aot.DIRECTORY
     directory = str(tmp_path_factory.mktemp("aot"))
     subprocess.run([sys.executable, "-m", "tape.optim.warmup"], check=True,
@@ -178,10 +177,10 @@ def test_the_key_follows_every_kernel_source_and_numba(tmp_path, monkeypatch):
 
 
 def test_a_module_built_for_other_sources_is_not_loaded(tmp_path, aot_dir):
-    manifest, module = aot.paths(aot_dir, aot.source_key())
-    other_manifest, other_module = aot.paths(str(tmp_path), "0" * 24)
-    shutil.copy(manifest, other_manifest)
-    shutil.copy(module, other_module)
+    manifest = aot.manifest_path(aot_dir, aot.source_key())
+    module = json.loads(Path(manifest).read_text())["file"]
+    shutil.copy(manifest, aot.manifest_path(str(tmp_path), "0" * 24))
+    shutil.copy(os.path.join(aot_dir, module), tmp_path / module)
     assert aot._load(str(tmp_path)) == {}
     assert aot._load(aot_dir), "the module for the current sources loads"
 
@@ -216,6 +215,30 @@ def test_a_failed_build_leaves_nothing_to_load(tmp_path, monkeypatch):
     assert aot._load(str(tmp_path)) == {}
 
 
+def test_a_rebuild_replaces_the_module_and_its_manifest_together(tmp_path, monkeypatch):
+    """Each build's module has a new name that only its own manifest names (the old manifest
+    never points into a new module); the rebuild removes the older module."""
+    jitted = jit._compile(optimizer._sgd_loop.py_func, {})
+
+    class LikeTheJit:
+        def __getattr__(self, symbol):
+            return jitted
+
+    def writes_a_module(name, exports, directory):
+        path = Path(directory, name + ".so")
+        path.write_bytes(name.encode())
+        return str(path)
+    monkeypatch.setattr(aot_build, "_compile", writes_a_module)
+    monkeypatch.setattr(aot, "load_module", lambda name, path: LikeTheJit())
+    first, second = (json.loads(Path(aot_build.build(sgd_workload, str(tmp_path),
+                                                     lambda line: None)).read_text())
+                     for _ in range(2))
+    assert first["file"] != second["file"]
+    manifest = Path(aot.manifest_path(str(tmp_path), aot.source_key()))
+    assert sorted(os.listdir(tmp_path)) == sorted([second["file"], manifest.name])
+    assert (tmp_path / second["file"]).read_bytes() == second["module"].encode()
+
+
 def test_the_build_leaves_the_kernels_as_it_found_them(monkeypatch):
     monkeypatch.setattr(aot_build, "_exports", lambda recorder, log: [])
     recording = []
@@ -227,3 +250,11 @@ def test_the_build_leaves_the_kernels_as_it_found_them(monkeypatch):
     assert recording == [True]
     assert jit._recorder is None
     assert optimizer._sgd_loop._compiled is None and optimizer._sgd_loop._aot is None
+
+
+@pytest.mark.parametrize("manifest", ["not json", '{"module": "tape_aot_x"}',
+                                      '{"module": "tape_aot_x", "file": "missing.so"}'])
+def test_a_broken_manifest_warns_and_leaves_the_jit(tmp_path, manifest):
+    Path(aot.manifest_path(str(tmp_path), aot.source_key())).write_text(manifest)
+    with pytest.warns(RuntimeWarning, match="did not load"):
+        assert aot._load(str(tmp_path)) == {}
