@@ -53,6 +53,7 @@ _SCALARS = {float: "float64", bool: "bool", complex: "complex128",
 C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x2, 0x100, 0x400
 _ARRAY_BITS = C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE
 _ndarray = np.ndarray
+_EMPTY_TUPLE = ("tuple",)
 
 
 def signature(args) -> tuple:
@@ -74,8 +75,8 @@ def _describe_other(value):
     if kind is int:     # numba: int64 below 2**63 in magnitude, uint64 up to 2**64
         bits = value.bit_length()
         return "int64" if bits < 64 else "uint64" if bits == 64 and value > 0 else None
-    if kind is tuple:
-        return ("tuple", *signature(value))
+    if kind is tuple:   # most often pointwise's empty tuple of attributes
+        return ("tuple", *signature(value)) if value else _EMPTY_TUPLE
     return _SCALARS.get(kind)
 
 
