@@ -1,0 +1,185 @@
+"""Lazy execution: ops recorded after ``infer``, their kernels run when a value is asked for.
+
+A lazy runner (``tape.runner`` with ``lazy=True``) checks an op's inputs and infers its
+CallPlan exactly as an eager one does, so a bad shape or attribute is reported at the user's
+line; instead of invoking the kernel it makes a ``LazyOp`` and leaves the outputs pending on it.
+A pending Variable has no ``_value``; its ``_lazy`` is a *ref* ``(op, output slot index, index
+in the slot or -1)``. A LazyOp's ``args`` hold, per input slot, the array when the input was
+computed at record time, else the ref of the op it waits for (a later in-place write to the
+same Variable does not change what the op reads).
+
+Asking for a value (``Variable.value()`` and the other readers, an eager op reading a pending
+input, ``backward``) runs ``compute``: seed 000's prune walk from the targets over the pending
+ops they depend on, then those ops in an order the scheduler picks (``tape.batching``, which
+may run several as one kernel call). An op that ran keeps its results (``results``) and drops
+its ``args``; a Variable that reads its value keeps it and drops its ref, so a value lives as
+long as a Variable or a pending op that reads it, as in eager mode. Nothing holds a LazyOp but
+the Variables and ops that wait for it: one nobody can ask for is freed unrun.
+"""
+from __future__ import annotations
+
+import itertools
+
+from . import flags as _flags
+from .runner import no_value
+
+_order = itertools.count()
+
+
+class LazyOp:
+    """One recorded, not yet run op: its CallPlan, its inputs (arrays or refs) by slot, its
+    place in record order, and, once run, ``results`` (one entry per output slot, as
+    ``dispatch.invoke`` returns them)."""
+
+    __slots__ = ("plan", "args", "results", "order", "names")
+
+    def __init__(self, plan, args: dict, names):
+        self.plan = plan
+        self.args = args
+        self.results = None
+        self.order = next(_order)
+        self.names = names      # output slot -> names, for the NaN/Inf check's message
+
+    def __repr__(self):
+        state = "ran" if self.results is not None else "pending"
+        return f"LazyOp({self.plan.info.type}, {state})"
+
+
+def is_ref(a) -> bool:
+    """Whether an argument of a LazyOp is a ref to another op's output (else an array)."""
+    return type(a) is tuple
+
+
+def pending_result(plan) -> tuple:
+    """Stand-ins for a kernel's result: what ``runner.make_outputs`` fills the outputs from."""
+    return tuple([None] * len(spec) if duplicable and spec else None
+                 for _, duplicable, spec, _ in plan.outputs)
+
+
+def defer(plan, args: dict, produced: dict, tape) -> dict:
+    """Make the LazyOp of an op and leave its outputs ``produced`` pending on it; ``tape`` is
+    the tape that recorded its handle for backward (None if it recorded none)."""
+    names = None
+    if _flags.checking:
+        names = {slot: [v.name for v in vs] for slot, vs in produced.items()}
+    op = LazyOp(plan, args, names)
+    for n, (slot, duplicable, _, _) in enumerate(plan.outputs):
+        vs = produced.get(slot)
+        if vs:
+            for j, v in enumerate(vs):
+                v._lazy = (op, n, j if duplicable else -1)
+    if tape is not None:
+        tape.deferred = True    # backward gives its handles' Variables their values
+    return produced
+
+
+def pending_ref(info, name: str, v):
+    """A lazy runner's input ``v`` that holds no value: the ref it is pending on (an error if
+    it is pending on nothing)."""
+    ref = getattr(v, "_lazy", None)     # (a slot eager Variables never set)
+    if ref is None:
+        raise no_value(info, name, v.desc)
+    op, n, j = ref
+    if op.results is not None:          # ran already: read the value as an eager op would
+        return settle(v)
+    return ref
+
+
+def pending_value(info, name: str, v):
+    """An eager runner's input ``v`` that holds no value: computed now if it is pending."""
+    if getattr(v, "_lazy", None) is None:
+        raise no_value(info, name, v.desc)
+    return settle(v)
+
+
+def is_pending(v) -> bool:
+    """Whether Variable ``v`` waits for a lazy op to run."""
+    return v._value is None and getattr(v, "_lazy", None) is not None
+
+
+def settle(v):
+    """Compute pending Variable ``v`` (running what it needs), keep the value, drop the ref."""
+    ref = v._lazy
+    value = compute([ref])[0]
+    v._value = value
+    v._lazy = None
+    return value
+
+
+def settle_all(variables) -> None:
+    """Compute every pending Variable among ``variables`` in one execution (so that ops of the
+    same signature among them can run together)."""
+    pending = [v for v in variables if is_pending(v)]
+    if pending:
+        values = compute([v._lazy for v in pending])
+        for v, value in zip(pending, values):
+            v._value = value
+            v._lazy = None
+
+
+def settle_ran(v) -> None:
+    """Give ``v`` its value if the op it is pending on has run (without running anything)."""
+    ref = getattr(v, "_lazy", None)
+    if v._value is None and ref is not None and ref[0].results is not None:
+        v._value = read(ref)
+        v._lazy = None
+
+
+def read(ref):
+    """The value of ``ref``, whose op has run."""
+    op, n, j = ref
+    result = op.results[n]
+    return result if j < 0 else result[j]
+
+
+def compute(refs: list) -> list:
+    """The values of ``refs``: the prune walk collects the pending ops they depend on, the
+    scheduler runs them, and each ref is read."""
+    needed = prune(ref[0] for ref in refs)
+    if needed:
+        from .batching import run_ops
+        run_ops(needed)
+    return [read(ref) for ref in refs]
+
+
+def prune(ops) -> list:
+    """The pending ops among ``ops`` and everything they depend on that has not run, in record
+    order: seed 000's prune walk (keep an op that is a target or produces what a kept op reads)
+    over the graph of refs, with a stack instead of recursion."""
+    needed, seen = [], set()
+    stack = [op for op in ops if op.results is None]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        needed.append(op)
+        stack.extend(dependencies(op))
+    needed.sort(key=_record_order)
+    return needed
+
+
+def _record_order(op) -> int:
+    return op.order
+
+
+def arrays_of(op) -> dict:
+    """The kernel's input arrays of ``op``, whose inputs have all run."""
+    arrays = {}
+    for slot, a in op.args.items():
+        if type(a) is list:
+            arrays[slot] = [read(r) if type(r) is tuple else r for r in a]
+        else:
+            arrays[slot] = read(a) if type(a) is tuple else a
+    return arrays
+
+
+def dependencies(op) -> list:
+    """The ops ``op`` reads from that have not run."""
+    deps = []
+    for a in op.args.values():
+        if type(a) is list:
+            deps.extend(r[0] for r in a if type(r) is tuple and r[0].results is None)
+        elif type(a) is tuple and a[0].results is None:
+            deps.append(a[0])
+    return deps
