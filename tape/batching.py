@@ -1,17 +1,298 @@
-"""Running the pending ops a lazy value needs."""
+"""Running the pending ops a lazy value needs, with on-the-fly batching (DyNet's autobatching).
+
+Ready ops of one *signature* run as one kernel call: their batched inputs are concatenated along
+axis 0, the kernel runs once, and each output is cut back into the ops' parts. The signature
+is the op's CallPlan (op type, attributes, input shapes, dtypes, place, which inputs want
+gradients) plus the identity of its *shared* inputs: a weight every op of the batch reads is
+passed once, never copied. Which inputs an op type concatenates and which it shares is its
+*batch rule* (``_RULES``): an op is batched only where row ``i`` of every output depends on row
+``i`` of the concatenated inputs alone, so cutting the result gives each op what it would have
+computed alone. An op without a rule (random ops, optimizer updates, reductions over axis 0)
+runs on its own.
+
+Batching is on unless ``FLAGS_lazy_batching`` is off. Where it changes arithmetic: matrix
+products (``mul``, ``matmul_v2``) of a batch are one BLAS call over all rows, which may block
+and round differently from row-at-a-time calls (float32 rounding, not bit-equal); elementwise
+ops, activations, softmaxes, lookups, concat/split/slice and row reductions compute each
+element as they would alone.
+"""
 from __future__ import annotations
 
+from collections import defaultdict
+
+from . import flags as _flags
 from .dispatch import invoke
-from .pending import arrays_of
+from .pending import arrays_of, dependencies
+
+CAT, SHARED = "cat", "shared"     # how a batch passes an input: concatenated on axis 0, or once
 
 
 def run_ops(ops: list) -> None:
-    """Run ``ops`` (pending, in record order, with everything they read among them or run)."""
-    for op in ops:
-        run_one(op)
+    """Run ``ops`` (pending, in record order, with everything they read among them or run):
+    batched by signature when FLAGS_lazy_batching is on, else one by one in record order."""
+    if len(ops) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
+        for op in ops:
+            run_one(op)
+        return
+    Agenda(ops).run()
 
 
 def run_one(op) -> None:
     """Run one LazyOp's kernel on its inputs' values; it keeps its results, drops its inputs."""
     op.results = invoke(op.plan, arrays_of(op), None, op.names)
     op.args = None
+
+
+class Agenda:
+    """DyNet's agenda-based scheduling over a set of pending ops.
+
+    An op is *ready* when everything it reads has run. Ready ops wait in groups by signature.
+    Each turn runs one group as one kernel call, chosen so that batches come out large:
+
+    - the group with the most ready ops goes first: a signature with many ready ops is a big
+      batch now, and running it tends to make the next step of those same chains (the next
+      op of each tree's cell) ready together;
+    - a lone ready op whose signature still has other ops to come (not ready yet) waits while
+      any other group can run: run now it would be a batch of one, and later its siblings
+      will likely be ready with it (the leaves of 16 trees reach the same cell op at
+      different times). It runs when nothing else can.
+
+    Ties go to the group whose first op was recorded first, so a run is deterministic.
+    """
+
+    def __init__(self, ops: list):
+        self.waiting = {}                   # id(op) -> how many of its inputs have not run
+        self.users = defaultdict(list)      # id(op) -> ops that read it
+        self.left = defaultdict(int)        # signature -> its ops not run yet
+        self.ready = {}                     # signature -> ready ops, in the order they became
+        self.signature = {}
+        for op in ops:
+            sig = self.signature[id(op)] = signature(op)
+            self.left[sig] += 1
+            deps = {id(d): d for d in dependencies(op)}
+            self.waiting[id(op)] = len(deps)
+            for d in deps:
+                self.users[d].append(op)
+            if not deps:
+                self.ready.setdefault(sig, []).append(op)
+
+    def run(self) -> None:
+        while self.ready:
+            sig = self.choose()
+            group = self.ready.pop(sig)
+            if len(group) == 1:
+                run_one(group[0])
+            else:
+                group.sort(key=_record_order)
+                run_batch(group, _rule(group[0]))
+            self.left[sig] -= len(group)
+            for op in group:
+                for user in self.users.pop(id(op), ()):
+                    n = self.waiting[id(user)] = self.waiting[id(user)] - 1
+                    if not n:
+                        self.ready.setdefault(self.signature[id(user)], []).append(user)
+
+    def choose(self):
+        """The signature to run next (see the class docstring)."""
+        best, best_key = None, None
+        for sig, group in self.ready.items():
+            n = len(group)
+            lone_and_waiting = n == 1 and self.left[sig] > 1
+            key = (0 if lone_and_waiting else n, -group[0].order)
+            if best_key is None or key > best_key:
+                best, best_key = sig, key
+        return best
+
+
+def _record_order(op) -> int:
+    return op.order
+
+
+def signature(op):
+    """What ops batched together must share: the plan and the identity of the shared inputs;
+    an op without a batch rule gets a signature of its own."""
+    rule = _rule(op)
+    if rule is None:
+        return op
+    shared = tuple(_identity(op.args[slot]) for slot, how in rule.items() if how == SHARED)
+    return (op.plan, shared)
+
+
+def _identity(a):
+    """Which value an argument is: the array itself, or the op output it refers to (the arrays
+    and ops are alive while the batch is scheduled, so their ids are stable)."""
+    if type(a) is tuple:
+        return (id(a[0]), a[1], a[2])
+    if type(a) is list:
+        return tuple(_identity(x) for x in a)
+    return id(a)
+
+
+def run_batch(ops: list, ins: dict) -> None:
+    """Run ``ops`` (same signature; ``ins`` their batch rule) as one kernel call and give each
+    its part of the result."""
+    first = ops[0]
+    xp = first.plan.place.array_module()
+    per_op = [arrays_of(op) for op in ops]
+    arrays = {}
+    for slot, a in per_op[0].items():
+        how = ins.get(slot)
+        if a is None or how == SHARED:
+            arrays[slot] = a
+        elif type(a) is list:
+            arrays[slot] = [xp.concatenate([p[slot][i] for p in per_op])
+                            for i in range(len(a))]
+        else:
+            arrays[slot] = xp.concatenate([p[slot] for p in per_op])
+    result = invoke(first.plan, arrays, None, None)
+    n = len(ops)
+    parts = [[] for _ in ops]
+    for value in result:
+        if value is None:
+            cut = [None] * n
+        elif type(value) is list:
+            cut = list(zip(*(_cut(v, n) for v in value)))
+            cut = [list(c) for c in cut]
+        else:
+            cut = _cut(value, n)
+        for part, piece in zip(parts, cut):
+            part.append(piece)
+    for op, part in zip(ops, parts):
+        op.results = tuple(part)
+        op.args = None
+
+
+def _cut(array, n: int) -> list:
+    """``array`` cut along axis 0 into ``n`` equal parts (views)."""
+    rows = array.shape[0] // n
+    return [array[i * rows:(i + 1) * rows] for i in range(n)]
+
+
+# ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
+# ``{input slot: CAT or SHARED}``, or None where the op cannot be batched ----
+
+def _all_cat(plan, shapes):
+    """Every input concatenated (ops computing each element from the same element of every
+    input), if each has an axis 0."""
+    if all(len(s) >= 1 for ss in shapes.values() for s in ss):
+        return {slot: CAT for slot in shapes}
+    return None
+
+
+def _elementwise_binary(plan, shapes):
+    (x,), (y,) = shapes["X"], shapes["Y"]
+    if x == y and len(x) >= 1:
+        return {"X": CAT, "Y": CAT}
+    axis = plan.attrs.get("axis", -1)
+    start = len(x) - len(y) if axis == -1 else axis
+    if start > 0 and len(x) >= 1:           # Y (a bias) broadcasts over X's axis 0: shared
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _mul(plan, shapes):
+    if plan.attrs["x_num_col_dims"] >= 1:
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _matmul(plan, shapes):
+    (x,), (y,) = shapes["X"], shapes["Y"]
+    if len(x) >= 2 and len(y) == 2 and not plan.attrs["trans_x"]:
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _off_axis_0(axis: int, rank: int) -> bool:
+    return rank >= 1 and axis % rank != 0
+
+
+def _along_axis(slots):
+    """Ops that work along their ``axis`` attribute (and nowhere else): batched when that axis
+    is not axis 0 and the given slots are the only inputs given."""
+    def rule(plan, shapes):
+        rank = len(next(iter(shapes[slots[0]])))
+        if set(shapes) <= set(slots) and _off_axis_0(plan.attrs["axis"], rank):
+            return {slot: CAT for slot in shapes}
+        return None
+    return rule
+
+
+def _slice(plan, shapes):
+    (x,) = shapes["Input"]
+    if set(shapes) == {"Input"} and len(x) >= 1 and \
+            all(a % len(x) != 0 for a in plan.attrs["axes"]):
+        return {"Input": CAT}
+    return None
+
+
+def _reduce(plan, shapes):
+    (x,) = shapes["X"]
+    dims = plan.attrs["dim"]
+    if plan.attrs["reduce_all"] or not dims or len(x) < 2 or any(d % len(x) == 0
+                                                                 for d in dims):
+        return None
+    return {"X": CAT}
+
+
+def _lookup(plan, shapes):
+    (ids,) = shapes["Ids"]
+    return {"W": SHARED, "Ids": CAT} if len(ids) >= 1 else None
+
+
+_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
+                "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow",
+                "relu_grad", "tanh_grad", "sigmoid_grad", "exp_grad", "log_grad", "sqrt_grad",
+                "square_grad", "abs_grad", "gelu_grad", "leaky_relu_grad", "softplus_grad",
+                "clip_grad", "pow_grad", "sum")
+_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+           "elementwise_max", "elementwise_min", "elementwise_pow")
+
+_RULES = {
+    **{t: _all_cat for t in _ELEMENTWISE},
+    **{t: _elementwise_binary for t in _BINARY},
+    "mul": _mul,
+    "matmul_v2": _matmul,
+    "concat": _along_axis(("X",)),
+    "split": _along_axis(("X",)),
+    "softmax": _along_axis(("X",)),
+    "log_softmax": _along_axis(("X",)),
+    "softmax_with_cross_entropy": _along_axis(("Logits", "Label")),
+    "slice": _slice,
+    "reduce_sum": _reduce,
+    "reduce_mean": _reduce,
+    "reduce_max": _reduce,
+    "reduce_min": _reduce,
+    "lookup_table_v2": _lookup,
+}
+
+_rule_cache: dict = {}
+
+
+def _rule(op):
+    """``{input slot: CAT or SHARED}`` for batches of ``op``'s plan, or None: decided once per
+    plan (which fixes the inputs' shapes)."""
+    plan = op.plan
+    try:
+        return _rule_cache[plan]
+    except KeyError:
+        pass
+    make = _RULES.get(plan.info.type)
+    rule = None
+    if make is not None:
+        shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
+                  for slot, a in op.args.items() if a is not None}
+        rule = make(plan, shapes)
+    if len(_rule_cache) >= 4096:
+        _rule_cache.clear()
+    _rule_cache[plan] = rule
+    return rule
+
+
+def _shape(a) -> tuple:
+    """The shape of a LazyOp's argument: an array's, or the shape rule's answer for the op
+    output it refers to."""
+    if type(a) is tuple:
+        op, n, j = a
+        return op.plan.outputs[n][2][max(j, 0)][0]
+    return tuple(a.shape)

@@ -4,6 +4,8 @@
 never read (see ``tape.checks``). ``FLAGS_check_nan_inf``: after each kernel, fail on the first
 floating output holding a NaN or an Inf. ``FLAGS_lazy_execution``: ops record and compute
 only when a value is asked for, as inside ``with tape.lazy():`` (``tape.lazy``).
+``FLAGS_lazy_batching`` (on by default): a lazy execution runs ready ops of one signature as one
+kernel call (``tape.batching``).
 """
 import os
 
@@ -11,6 +13,7 @@ _DEFAULTS = {
     "FLAGS_enable_unused_var_check": False,
     "FLAGS_check_nan_inf": False,
     "FLAGS_lazy_execution": False,
+    "FLAGS_lazy_batching": True,
 }
 _TRUE = {"1", "true", "on", "yes"}
 
