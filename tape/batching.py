@@ -21,10 +21,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from . import flags as _flags
+from .desc import GRAD_SUFFIX
 from .dispatch import invoke
-from .pending import arrays_of, dependencies
+from .pending import ShapeOnly, arrays_of, dependencies
 
-CAT, SHARED = "cat", "shared"     # how a batch passes an input: concatenated on axis 0, or once
+# How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
+# and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
+# is the sum of every op's part, given to the first op (the others' parts read as None; they
+# all go to the same variable, where gradient parts are summed anyway).
+CAT, SHARED, SUM = "cat", "shared", "sum"
 
 
 def run_ops(ops: list) -> None:
@@ -39,7 +44,10 @@ def run_ops(ops: list) -> None:
 
 def run_one(op) -> None:
     """Run one LazyOp's kernel on its inputs' values; it keeps its results, drops its inputs."""
-    op.results = invoke(op.plan, arrays_of(op), None, op.names)
+    if op.plan is None:     # a gradient Accumulation: array adds, no kernel
+        op.run()
+        return
+    op.results = invoke(op.plan, arrays_of(op), op.wants, op.names)
     op.args = None
 
 
@@ -111,10 +119,13 @@ def _record_order(op) -> int:
 def signature(op):
     """What ops batched together must share: the plan and the identity of the shared inputs;
     an op without a batch rule gets a signature of its own."""
-    rule = _rule(op)
+    rule = _rule(op) if op.plan is not None else None
     if rule is None:
         return op
-    shared = tuple(_identity(op.args[slot]) for slot, how in rule.items() if how == SHARED)
+    ins, sums = rule
+    shared = tuple(_identity(op.args[slot]) for slot, how in ins.items() if how == SHARED)
+    if sums:    # a summed output's parts must all go to one variable
+        shared += tuple(op.dests[n] for n in sums)
     return (op.plan, shared)
 
 
@@ -125,34 +136,43 @@ def _identity(a):
         return (id(a[0]), a[1], a[2])
     if type(a) is list:
         return tuple(_identity(x) for x in a)
+    if type(a) is ShapeOnly:    # only its shape counts, and the plan fixes that
+        return None
     return id(a)
 
 
-def run_batch(ops: list, ins: dict) -> None:
-    """Run ``ops`` (same signature; ``ins`` their batch rule) as one kernel call and give each
-    its part of the result."""
+def run_batch(ops: list, rule) -> None:
+    """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
+    each its part of the result."""
+    ins, sums = rule
     first = ops[0]
     xp = first.plan.place.array_module()
     per_op = [arrays_of(op) for op in ops]
     arrays = {}
     for slot, a in per_op[0].items():
         how = ins.get(slot)
+        given = first.args[slot]
         if a is None or how == SHARED:
             arrays[slot] = a
+        elif type(given) is ShapeOnly:
+            arrays[slot] = ShapeOnly((given.shape[0] * len(ops),) + given.shape[1:],
+                                     given.dtype).array()
         elif type(a) is list:
             arrays[slot] = [xp.concatenate([p[slot][i] for p in per_op])
                             for i in range(len(a))]
         else:
             arrays[slot] = xp.concatenate([p[slot] for p in per_op])
-    result = invoke(first.plan, arrays, None, None)
+    result = invoke(first.plan, arrays, first.wants, None)
     n = len(ops)
     parts = [[] for _ in ops]
-    for value in result:
+    for k, value in enumerate(result):
         if value is None:
             cut = [None] * n
+        elif k in sums:
+            none = [None] * len(value) if type(value) is list else None
+            cut = [value] + [none] * (n - 1)
         elif type(value) is list:
-            cut = list(zip(*(_cut(v, n) for v in value)))
-            cut = [list(c) for c in cut]
+            cut = [list(c) for c in zip(*(_cut(v, n) for v in value))]
         else:
             cut = _cut(value, n)
         for part, piece in zip(parts, cut):
@@ -207,15 +227,14 @@ def _off_axis_0(axis: int, rank: int) -> bool:
     return rank >= 1 and axis % rank != 0
 
 
-def _along_axis(slots):
-    """Ops that work along their ``axis`` attribute (and nowhere else): batched when that axis
-    is not axis 0 and the given slots are the only inputs given."""
-    def rule(plan, shapes):
-        rank = len(next(iter(shapes[slots[0]])))
-        if set(shapes) <= set(slots) and _off_axis_0(plan.attrs["axis"], rank):
-            return {slot: CAT for slot in shapes}
-        return None
-    return rule
+def _along_axis(plan, shapes):
+    """Ops that work along their ``axis`` attribute and nowhere else (concat, split, softmax,
+    softmax_with_cross_entropy and their grads): batched when that axis is not axis 0 and no
+    attribute comes as a tensor."""
+    rank = max(len(s) for ss in shapes.values() for s in ss)
+    if all("Tensor" not in slot for slot in shapes) and _off_axis_0(plan.attrs["axis"], rank):
+        return {slot: CAT for slot in shapes}
+    return None
 
 
 def _slice(plan, shapes):
@@ -241,10 +260,7 @@ def _lookup(plan, shapes):
 
 
 _ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
-                "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow",
-                "relu_grad", "tanh_grad", "sigmoid_grad", "exp_grad", "log_grad", "sqrt_grad",
-                "square_grad", "abs_grad", "gelu_grad", "leaky_relu_grad", "softplus_grad",
-                "clip_grad", "pow_grad", "sum")
+                "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow", "sum")
 _BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
            "elementwise_max", "elementwise_min", "elementwise_pow")
 
@@ -253,11 +269,8 @@ _RULES = {
     **{t: _elementwise_binary for t in _BINARY},
     "mul": _mul,
     "matmul_v2": _matmul,
-    "concat": _along_axis(("X",)),
-    "split": _along_axis(("X",)),
-    "softmax": _along_axis(("X",)),
-    "log_softmax": _along_axis(("X",)),
-    "softmax_with_cross_entropy": _along_axis(("Logits", "Label")),
+    **{t: _along_axis for t in ("concat", "split", "softmax", "log_softmax",
+                                "softmax_with_cross_entropy")},
     "slice": _slice,
     "reduce_sum": _reduce,
     "reduce_mean": _reduce,
@@ -270,29 +283,44 @@ _rule_cache: dict = {}
 
 
 def _rule(op):
-    """``{input slot: CAT or SHARED}`` for batches of ``op``'s plan, or None: decided once per
-    plan (which fixes the inputs' shapes)."""
+    """``(input modes, summed output slot indices)`` for batches of ``op``'s plan, or None:
+    decided once per plan (which fixes the inputs' shapes). A grad op ``<t>_grad`` follows
+    ``<t>``'s rule: the forward slots it reads are passed as ``<t>`` passes them, output
+    gradients are concatenated, and the gradient of a shared input is summed."""
     plan = op.plan
     try:
         return _rule_cache[plan]
     except KeyError:
         pass
-    make = _RULES.get(plan.info.type)
+    info = plan.info
+    shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
+              for slot, a in op.args.items() if a is not None}
     rule = None
-    if make is not None:
-        shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
-                  for slot, a in op.args.items() if a is not None}
-        rule = make(plan, shapes)
+    if not any(s is None for ss in shapes.values() for s in ss):
+        make = _RULES.get(info.type)
+        forward = _RULES.get(info.type[:-len("_grad")]) if info.type.endswith("_grad") else None
+        if make is not None:
+            ins = make(plan, shapes)
+            rule = None if ins is None else (ins, ())
+        elif forward is not None:
+            ins = forward(plan, {s: v for s, v in shapes.items() if "@" not in s})
+            if ins is not None:
+                ins = {**ins, **{s: CAT for s in shapes if "@" in s}}
+                sums = tuple(n for n, name in enumerate(info.output_names)
+                             if ins.get(name[:-len(GRAD_SUFFIX)]) == SHARED)
+                rule = (ins, sums)
     if len(_rule_cache) >= 4096:
         _rule_cache.clear()
     _rule_cache[plan] = rule
     return rule
 
 
-def _shape(a) -> tuple:
+def _shape(a):
     """The shape of a LazyOp's argument: an array's, or the shape rule's answer for the op
-    output it refers to."""
+    output it refers to (None where no rule answered: a temporary between grad ops)."""
     if type(a) is tuple:
         op, n, j = a
+        if op.shapes is not None:
+            return op.shapes.get((n, j))
         return op.plan.outputs[n][2][max(j, 0)][0]
     return tuple(a.shape)

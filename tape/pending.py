@@ -32,6 +32,9 @@ class LazyOp:
     ``dispatch.invoke`` returns them)."""
 
     __slots__ = ("plan", "args", "results", "order", "names")
+    wants = None        # the output slots to compute (None: all); a grad op names them
+    shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
+    dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
 
     def __init__(self, plan, args: dict, names):
         self.plan = plan
@@ -163,14 +166,36 @@ def _record_order(op) -> int:
     return op.order
 
 
+class ShapeOnly:
+    """An argument whose shape and dtype alone the kernel reads (a no-need-buffer input)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: int):
+        self.shape = shape
+        self.dtype = dtype
+
+    def array(self):
+        from .backward import shape_only
+        return shape_only(self.shape, self.dtype)
+
+
 def arrays_of(op) -> dict:
-    """The kernel's input arrays of ``op``, whose inputs have all run."""
+    """The kernel's input arrays of ``op``, whose inputs have all run (a gradient part that
+    a batch summed into another op's part reads as None and is left out of a list)."""
     arrays = {}
     for slot, a in op.args.items():
-        if type(a) is list:
-            arrays[slot] = [read(r) if type(r) is tuple else r for r in a]
+        t = type(a)
+        if t is list:
+            values = [read(r) if type(r) is tuple else r.array() if type(r) is ShapeOnly
+                      else r for r in a]
+            arrays[slot] = [v for v in values if v is not None]
+        elif t is tuple:
+            arrays[slot] = read(a)
+        elif t is ShapeOnly:
+            arrays[slot] = a.array()
         else:
-            arrays[slot] = read(a) if type(a) is tuple else a
+            arrays[slot] = a
     return arrays
 
 

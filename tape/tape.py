@@ -122,14 +122,13 @@ class Tape:
                    else "was not computed from any Variable with stop_gradient=False")
             raise PreconditionNotMetError(f"backward: {loss.name} {why}, so it has no gradient "
                                           f"to propagate")
-        value = loss._value
-        if value is None:
-            value = loss.value()
-        if self.deferred:
-            _give_values(self._ops)
         ops, self._ops, self._spent = self._ops, [], True
         tape_spent(self.serial)
-        run_backward(ops, {loss.desc: loss.place.array_module().ones_like(value)})
+        if self.deferred:   # lazy ops recorded: the grad ops are deferred and batched too
+            from .lazy_backward import run_lazy_backward
+            run_lazy_backward(ops, loss)
+        else:
+            run_backward(ops, {loss.desc: loss.place.array_module().ones_like(loss._value)})
 
 
 class LazyTape(Tape):
@@ -146,18 +145,6 @@ class LazyTape(Tape):
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
         """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True)."""
         return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs)
-
-
-def _give_values(ops) -> None:
-    """Before backward: the Variables recorded handles keep get the values their lazy ops
-    computed (backward reads ``_value``)."""
-    settle_ran = _pending.settle_ran
-    for h in ops:
-        for slots in (h.inputs, h.outputs):
-            for es in slots.values():
-                for e in es:
-                    if type(e) is Variable and e._value is None:
-                        settle_ran(e)
 
 
 def get_global_tape() -> Tape:
