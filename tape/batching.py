@@ -23,7 +23,7 @@ from collections import defaultdict
 from . import flags as _flags
 from .desc import GRAD_SUFFIX
 from .dispatch import invoke
-from .pending import ShapeOnly, arrays_of, dependencies
+from .pending import ShapeOnly, arrays_of
 
 # How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
 # and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
@@ -32,14 +32,15 @@ from .pending import ShapeOnly, arrays_of, dependencies
 CAT, SHARED, SUM = "cat", "shared", "sum"
 
 
-def run_ops(ops: list) -> None:
-    """Run ``ops`` (pending, in record order, with everything they read among them or run):
-    batched by signature when FLAGS_lazy_batching is on, else one by one in record order."""
-    if len(ops) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
-        for op in ops:
+def run_ops(needed: list) -> None:
+    """Run the pending ops of ``needed``, ``[(op, the ops it waits for)]`` in record order
+    (``pending.prune``'s answer): batched by signature when FLAGS_lazy_batching is on, else
+    one by one in record order."""
+    if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
+        for op, _ in needed:
             run_one(op)
         return
-    Agenda(ops).run()
+    Agenda(needed).run()
 
 
 def run_one(op) -> None:
@@ -65,19 +66,21 @@ class Agenda:
       will likely be ready with it (the leaves of 16 trees reach the same cell op at
       different times). It runs when nothing else can.
 
-    Ties go to the group whose first op was recorded first, so a run is deterministic.
+    An op no other op can join (no batch rule, or the last of its signature) runs as soon as
+    it is ready: it cannot batch, and running it can only make more ops ready. Ties go to the
+    group whose first op was recorded first, so a run is deterministic.
     """
 
-    def __init__(self, ops: list):
+    def __init__(self, needed: list):
         self.waiting = {}                   # id(op) -> how many of its inputs have not run
         self.users = defaultdict(list)      # id(op) -> ops that read it
         self.left = defaultdict(int)        # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.signature = {}
-        for op in ops:
+        for op, deps in needed:
             sig = self.signature[id(op)] = signature(op)
             self.left[sig] += 1
-            deps = {id(d): d for d in dependencies(op)}
+            deps = {id(d) for d in deps}
             self.waiting[id(op)] = len(deps)
             for d in deps:
                 self.users[d].append(op)
@@ -85,20 +88,33 @@ class Agenda:
                 self.ready.setdefault(sig, []).append(op)
 
     def run(self) -> None:
-        while self.ready:
-            sig = self.choose()
-            group = self.ready.pop(sig)
-            if len(group) == 1:
+        alone = [group.pop() for sig, group in list(self.ready.items())
+                 if self.left[sig] == 1]
+        for op in alone:
+            del self.ready[self.signature[id(op)]]
+        while alone or self.ready:
+            if alone:
+                group = [alone.pop()]
+                sig = self.signature[id(group[0])]
                 run_one(group[0])
             else:
-                group.sort(key=_record_order)
-                run_batch(group, _rule(group[0]))
+                sig = self.choose()
+                group = self.ready.pop(sig)
+                if len(group) == 1:
+                    run_one(group[0])
+                else:
+                    group.sort(key=_record_order)
+                    run_batch(group, _rule(group[0]))
             self.left[sig] -= len(group)
             for op in group:
                 for user in self.users.pop(id(op), ()):
                     n = self.waiting[id(user)] = self.waiting[id(user)] - 1
                     if not n:
-                        self.ready.setdefault(self.signature[id(user)], []).append(user)
+                        user_sig = self.signature[id(user)]
+                        if self.left[user_sig] == 1 and user_sig not in self.ready:
+                            alone.append(user)
+                        else:
+                            self.ready.setdefault(user_sig, []).append(user)
 
     def choose(self):
         """The signature to run next (see the class docstring)."""

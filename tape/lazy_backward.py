@@ -20,7 +20,7 @@ from . import dtypes
 from .backward import _counts, prepare
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
-from .pending import LazyOp, ShapeOnly, compute, read
+from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
 from .variable import Variable
 
 _temp_ids = itertools.count()
@@ -59,6 +59,11 @@ class Accumulation(LazyOp):
 def run_lazy_backward(ops: list, loss) -> None:
     """Backward of ``loss`` over ``ops`` (a spent tape's handles, lazy ones among them): grad
     ops deferred, then the leaves' gradients computed in one execution."""
+    with collector_paused():
+        _run(ops, loss)
+
+
+def _run(ops: list, loss) -> None:
     xp = loss.place.array_module()
     d = loss.desc
     grads = {d: [xp.ones(d.shape, dtypes.to_numpy(d.dtype))]}

@@ -18,6 +18,8 @@ the Variables and ops that wait for it: one nobody can ask for is freed unrun.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 
 from . import flags as _flags
@@ -138,17 +140,34 @@ def read(ref):
 def compute(refs: list) -> list:
     """The values of ``refs``: the prune walk collects the pending ops they depend on, the
     scheduler runs them, and each ref is read."""
-    needed = prune(ref[0] for ref in refs)
-    if needed:
-        from .batching import run_ops
-        run_ops(needed)
+    with collector_paused():
+        needed = prune(ref[0] for ref in refs)
+        if needed:
+            from .batching import run_ops
+            run_ops(needed)
     return [read(ref) for ref in refs]
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cycle collector off inside the block. Executing (or deferring a backward of)
+    a large lazy graph makes many small objects, none in a cycle; each collection would walk
+    every live op and value, and on a Tree-LSTM of 16 trees that cost four times the work
+    (2.2 s against 0.44 s)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def prune(ops) -> list:
-    """The pending ops among ``ops`` and everything they depend on that has not run, in record
-    order: seed 000's prune walk (keep an op that is a target or produces what a kept op reads)
-    over the graph of refs, with a stack instead of recursion."""
+    """``[(op, its pending inputs' ops)]`` for the pending ops among ``ops`` and everything
+    they depend on that has not run, in record order: seed 000's prune walk (keep an op that is
+    a target or produces what a kept op reads) over the graph of refs, with a stack instead of
+    recursion."""
     needed, seen = [], set()
     stack = [op for op in ops if op.results is None]
     while stack:
@@ -156,14 +175,15 @@ def prune(ops) -> list:
         if id(op) in seen:
             continue
         seen.add(id(op))
-        needed.append(op)
-        stack.extend(dependencies(op))
+        deps = dependencies(op)
+        needed.append((op, deps))
+        stack.extend(deps)
     needed.sort(key=_record_order)
     return needed
 
 
-def _record_order(op) -> int:
-    return op.order
+def _record_order(pair) -> int:
+    return pair[0].order
 
 
 class ShapeOnly:
