@@ -72,49 +72,52 @@ class Agenda:
     """
 
     def __init__(self, needed: list):
-        self.waiting = {}                   # id(op) -> how many of its inputs have not run
-        self.users = defaultdict(list)      # id(op) -> ops that read it
+        # Per op, set here and read by ``run``: ``sig``, ``waiting`` (how many ops it reads
+        # have not run) and ``users`` (the ops that read it).
         self.left = defaultdict(int)        # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
-        self.signature = {}
+        self.alone = []                     # ready ops nothing can join
+        for op, _ in needed:
+            op.users = []
+        left = self.left
         for op, deps in needed:
-            sig = self.signature[id(op)] = signature(op)
-            self.left[sig] += 1
-            deps = {id(d) for d in deps}
-            self.waiting[id(op)] = len(deps)
+            sig = op.sig = signature(op)
+            left[sig] += 1
+            op.waiting = len(deps)
             for d in deps:
-                self.users[d].append(op)
+                d.users.append(op)
+        for op, deps in needed:
             if not deps:
-                self.ready.setdefault(sig, []).append(op)
+                self._enqueue(op)
+
+    def _enqueue(self, op) -> None:
+        sig = op.sig
+        if self.left[sig] == 1:
+            self.alone.append(op)
+        else:
+            self.ready.setdefault(sig, []).append(op)
 
     def run(self) -> None:
-        alone = [group.pop() for sig, group in list(self.ready.items())
-                 if self.left[sig] == 1]
-        for op in alone:
-            del self.ready[self.signature[id(op)]]
-        while alone or self.ready:
+        alone, ready, left = self.alone, self.ready, self.left
+        while alone or ready:
             if alone:
-                group = [alone.pop()]
-                sig = self.signature[id(group[0])]
-                run_one(group[0])
+                op = alone.pop()
+                group = (op,)
+                run_one(op)
             else:
-                sig = self.choose()
-                group = self.ready.pop(sig)
+                group = ready.pop(self.choose())
                 if len(group) == 1:
                     run_one(group[0])
                 else:
                     group.sort(key=_record_order)
                     run_batch(group, _rule(group[0]))
-            self.left[sig] -= len(group)
+            left[group[0].sig] -= len(group)
             for op in group:
-                for user in self.users.pop(id(op), ()):
-                    n = self.waiting[id(user)] = self.waiting[id(user)] - 1
-                    if not n:
-                        user_sig = self.signature[id(user)]
-                        if self.left[user_sig] == 1 and user_sig not in self.ready:
-                            alone.append(user)
-                        else:
-                            self.ready.setdefault(user_sig, []).append(user)
+                for user in op.users:
+                    user.waiting -= 1
+                    if not user.waiting:
+                        self._enqueue(user)
+                op.users = None
 
     def choose(self):
         """The signature to run next (see the class docstring)."""

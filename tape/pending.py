@@ -33,7 +33,8 @@ class LazyOp:
     place in record order, and, once run, ``results`` (one entry per output slot, as
     ``dispatch.invoke`` returns them)."""
 
-    __slots__ = ("plan", "args", "results", "order", "names")
+    # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it
+    __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users")
     wants = None        # the output slots to compute (None: all); a grad op names them
     shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
     dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
@@ -175,7 +176,7 @@ def prune(ops) -> list:
         if id(op) in seen:
             continue
         seen.add(id(op))
-        deps = dependencies(op)
+        deps = set(dependencies(op))    # (an op read twice is waited for once)
         needed.append((op, deps))
         stack.extend(deps)
     needed.sort(key=_record_order)
