@@ -3,12 +3,15 @@ computed alone, within float32 rounding where a batch is one matrix product or o
 kernel calls, shared inputs passed once, DyNet's agenda, and a Tree-LSTM over 16 trees whose
 gradients match eager Tape's."""
 import contextlib
+import pathlib
+import sys
 
 import numpy as np
 import pytest
 
 import tape
-from tape import Variable, batching, layers, ops
+import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
+from tape import Variable, batching, ops
 
 
 @pytest.fixture
@@ -151,58 +154,29 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
 
 # ---- Tree-LSTM over 16 trees ----
 
-HIDDEN, VOCAB, CLASSES = 8, 20, 3
-
-
-def random_tree(rng, leaves):
-    if leaves == 1:
-        return int(rng.integers(VOCAB))
-    left = int(rng.integers(1, leaves))
-    return random_tree(rng, left), random_tree(rng, leaves - left)
-
-
-def tree_lstm():
-    """The binary Tree-LSTM of benchmarks/dynamic.py, small."""
-    tape.seed(0)
-    embed = layers.Embedding(VOCAB, HIDDEN)
-    leaf_gates = layers.Linear(HIDDEN, 3 * HIDDEN)
-    node_gates = layers.Linear(2 * HIDDEN, 5 * HIDDEN)
-    classify = layers.Linear(HIDDEN, CLASSES)
-
-    def encode(tree):
-        if isinstance(tree, tuple):
-            (h_left, c_left), (h_right, c_right) = encode(tree[0]), encode(tree[1])
-            gates = node_gates(ops.concat([h_left, h_right], axis=1))
-            i, f_left, f_right, o, u = ops.split(gates, num=5, axis=1)
-            c = (ops.sigmoid(i) * ops.tanh(u) + ops.sigmoid(f_left) * c_left
-                 + ops.sigmoid(f_right) * c_right)
-        else:
-            word = Variable(np.array([tree], np.int64))
-            i, o, u = ops.split(leaf_gates(embed(word)), num=3, axis=1)
-            c = ops.sigmoid(i) * ops.tanh(u)
-        return ops.sigmoid(o) * ops.tanh(c), c
-
-    def loss(trees, labels):
-        terms = [ops.softmax_with_cross_entropy(classify(encode(t)[0]),
-                                                Variable(np.array([[label]], np.int64)))[1]
-                 for t, label in zip(trees, labels)]
-        return ops.mean(ops.concat(terms, axis=0))
-
-    params = [p for layer in (embed, leaf_gates, node_gates, classify) for p in layer.params()]
-    return params, loss
+def _benchmark_models():
+    """benchmarks/dynamic.py, whose Tree-LSTM (hidden 64) the test trains."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        import dynamic
+    finally:
+        sys.path.pop(0)
+    return dynamic
 
 
 def test_tree_lstm_gradients_over_16_trees_match_eager(kernel_calls):
+    dynamic = _benchmark_models()
     rng = np.random.default_rng(5)
-    trees = [random_tree(rng, int(rng.integers(2, 7))) for _ in range(16)]
-    labels = [int(rng.integers(CLASSES)) for _ in trees]
-    params, loss = tree_lstm()
+    samples = [(dynamic.random_tree(rng, int(rng.integers(2, 7))), int(rng.integers(5)))
+               for _ in range(16)]
+    tape.seed(0)
+    params, (loss,) = dynamic.forest_tape(tape, samples)
     tape.reset_global_tape()
-    eager_loss = loss(trees, labels)
+    eager_loss = loss()
     eager_ops = len(tape.get_global_tape())
     eager_loss.backward()
     eager = [p.grad.numpy() for p in params]
-    lazy_value, lazy = run_lazily(lambda: loss(trees, labels), params)
+    lazy_value, lazy = run_lazily(loss, params)
     np.testing.assert_allclose(lazy_value, eager_loss.numpy(), rtol=1e-6)
     for p, a, e in zip(params, lazy, eager):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(), err_msg=p.name)
