@@ -48,18 +48,24 @@ class LazyOp:
 
     def __repr__(self):
         state = "ran" if self.results is not None else "pending"
-        return f"LazyOp({self.plan.info.type}, {state})"
+        what = self.plan.info.type if self.plan is not None else "accumulation"
+        return f"{type(self).__name__}({what}, {state})"
 
 
-def is_ref(a) -> bool:
-    """Whether an argument of a LazyOp is a ref to another op's output (else an array)."""
-    return type(a) is tuple
+_stand_ins: dict = {}
 
 
 def pending_result(plan) -> tuple:
-    """Stand-ins for a kernel's result: what ``runner.make_outputs`` fills the outputs from."""
-    return tuple([None] * len(spec) if duplicable and spec else None
-                 for _, duplicable, spec, _ in plan.outputs)
+    """Stand-ins for a kernel's result: what ``runner.make_outputs`` fills the outputs from
+    (made once per plan)."""
+    result = _stand_ins.get(plan)
+    if result is None:
+        if len(_stand_ins) >= 4096:
+            _stand_ins.clear()
+        result = _stand_ins[plan] = tuple(
+            [None] * len(spec) if duplicable and spec else None
+            for _, duplicable, spec, _ in plan.outputs)
+    return result
 
 
 def defer(plan, args: dict, produced: dict, tape) -> dict:
@@ -75,7 +81,7 @@ def defer(plan, args: dict, produced: dict, tape) -> dict:
             for j, v in enumerate(vs):
                 v._lazy = (op, n, j if duplicable else -1)
     if tape is not None:
-        tape.deferred = True    # backward gives its handles' Variables their values
+        tape.deferred = True    # its backward defers the grad ops too (tape.lazy_backward)
     return produced
 
 
@@ -121,14 +127,6 @@ def settle_all(variables) -> None:
         for v, value in zip(pending, values):
             v._value = value
             v._lazy = None
-
-
-def settle_ran(v) -> None:
-    """Give ``v`` its value if the op it is pending on has run (without running anything)."""
-    ref = getattr(v, "_lazy", None)
-    if v._value is None and ref is not None and ref[0].results is not None:
-        v._value = read(ref)
-        v._lazy = None
 
 
 def read(ref):
