@@ -11,8 +11,9 @@ per op in the models it is made for:
 - char LM: an LSTMCell (embedding 32, hidden 64) unrolled over 30 characters of a 60-symbol
   vocabulary, batch 1; mean cross-entropy of the next character at every step, then SGD
   (lr 0.05).
-- Tree-LSTM, 16 trees per tape: the mean loss of 16 trees in one graph, one backward and one
-  SGD step (figures per tree): what lazy Tape's autobatching is for.
+- Tree-LSTM, 16 trees per tape, and char LM, 16 separate sequences per tape: the mean loss of
+  16 samples in one graph, one backward and one SGD step (figures per sample): what lazy
+  Tape's autobatching is for.
 
 Tape runs eagerly and lazily (``with tape.lazy():``, autobatching on): the same model, data and
 parameters, one tape per step.
@@ -216,7 +217,7 @@ def char_lm_torch(torch, samples):
                    for ids in samples]
 
 
-# --- Tree-LSTM, 16 trees per tape ---------------------------------------------------------
+# --- 16 samples per tape: the Tree-LSTM and the char LM ------------------------------------
 
 def forest_samples(rng):
     """``FOREST`` ``(tree, label)`` pairs, 10-30 leaves each: one graph."""
@@ -225,15 +226,29 @@ def forest_samples(rng):
             for _ in range(FOREST)]
 
 
-def forest_tape(tape, samples):
-    params, losses = tree_lstm_tape(tape, samples)
-    return params, [lambda: tape.ops.scale(tape.ops.sum([loss() for loss in losses]),
-                                           scale=1.0 / len(losses))]
+def char_batch_samples(rng):
+    """``FOREST`` separate sequences of ``CHAR_LENGTH + 1`` character ids: one graph."""
+    return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1) for _ in range(FOREST)]
 
 
-def forest_torch(torch, samples):
-    twins, losses = tree_lstm_torch(torch, samples)
-    return twins, [lambda: sum(loss() for loss in losses) / len(losses)]
+def one_graph_tape(model):
+    """``model``'s Tape version with every sample's loss in one graph: their mean."""
+    def build(tape, samples):
+        params, losses = model(tape, samples)
+        return params, [lambda: tape.ops.scale(tape.ops.sum([loss() for loss in losses]),
+                                               scale=1.0 / len(losses))]
+    return build
+
+
+def one_graph_torch(model):
+    """``model``'s PyTorch version with every sample's loss in one graph: their mean."""
+    def build(torch, samples):
+        twins, losses = model(torch, samples)
+        return twins, [lambda: sum(loss() for loss in losses) / len(losses)]
+    return build
+
+
+forest_tape = one_graph_tape(tree_lstm_tape)
 
 
 # --- shared plumbing -----------------------------------------------------------------------
@@ -250,7 +265,11 @@ WORKLOADS = (
      LEARNING_RATE),
     (f"Tree-LSTM, {FOREST} trees per tape: {TREE_LEAVES[0]}-{TREE_LEAVES[1]} leaves, hidden "
      f"{TREE_HIDDEN}, one backward + SGD per {FOREST} trees (per tree)", forest_samples,
-     forest_tape, forest_torch, LEARNING_RATE),
+     forest_tape, one_graph_torch(tree_lstm_torch), LEARNING_RATE),
+    (f"char-LSTM LM, {FOREST} separate sequences per tape: {CHAR_LENGTH} characters, hidden "
+     f"{CHAR_HIDDEN}, one backward + SGD per {FOREST} sequences (per sequence)",
+     char_batch_samples, one_graph_tape(char_lm_tape), one_graph_torch(char_lm_torch),
+     LEARNING_RATE),
 )
 
 
