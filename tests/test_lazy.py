@@ -262,3 +262,31 @@ def test_pending_parameters_of_a_lazy_step_reach_a_trace():
     fetched, = tape.static.Executor().run(program, {program.feed_names[0]: np.ones((1, 3),
                                           np.float32)}, program.fetch_names)
     np.testing.assert_allclose(fetched, layer(Variable(np.ones((1, 3), np.float32))).numpy())
+
+
+def test_lazy_mode_is_per_thread():
+    import threading
+    seen = {}
+
+    def worker():
+        seen["lazy"] = tape.get_global_tape().lazy
+        seen["pending"] = ops.relu(constant((2,))).pending
+    with tape.lazy():
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert ops.relu(constant((2,))).pending
+    assert seen == {"lazy": False, "pending": False}
+
+
+def test_the_nan_check_names_a_lazy_op_when_its_value_is_computed():
+    x = Variable(np.array([-1.0, 4.0], np.float32))
+    tape.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        with tape.lazy():
+            y = ops.log(x)      # recorded: nothing computed, nothing checked yet
+            with np.errstate(invalid="ignore"), \
+                    pytest.raises(tape.PreconditionNotMetError, match="operator log output Out"):
+                y.value()
+    finally:
+        tape.set_flags({"FLAGS_check_nan_inf": False})
