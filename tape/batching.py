@@ -174,11 +174,11 @@ def run_batch(ops: list, rule) -> None:
         if a is None or how == SHARED:
             arrays[slot] = a
         elif type(given) is ShapeOnly:
-            arrays[slot] = ShapeOnly((given.shape[0] * len(ops),) + given.shape[1:],
-                                     given.dtype).array()
+            arrays[slot] = given.stacked(len(ops)).array()
         elif type(a) is list:
-            arrays[slot] = [xp.concatenate([p[slot][i] for p in per_op])
-                            for i in range(len(a))]
+            arrays[slot] = [g.stacked(len(ops)).array() if type(g) is ShapeOnly
+                            else xp.concatenate([p[slot][i] for p in per_op])
+                            for i, g in enumerate(given)]
         else:
             arrays[slot] = xp.concatenate([p[slot] for p in per_op])
     result = invoke(first.plan, arrays, first.wants, None)

@@ -23,6 +23,7 @@ import gc
 import itertools
 
 from . import flags as _flags
+from .backward import shape_only
 from .runner import no_value
 
 _order = itertools.count()
@@ -195,8 +196,11 @@ class ShapeOnly:
         self.dtype = dtype
 
     def array(self):
-        from .backward import shape_only
         return shape_only(self.shape, self.dtype)
+
+    def stacked(self, n: int) -> ShapeOnly:
+        """The argument of a batch of ``n`` ops that each read this one, along axis 0."""
+        return ShapeOnly((self.shape[0] * n,) + self.shape[1:], self.dtype)
 
 
 def arrays_of(op) -> dict:
