@@ -14,6 +14,7 @@ from ..tape import _local, get_global_tape
 from . import (  # noqa: F401
     activation,
     compare,
+    control_flow,
     conv,
     dropout,
     elementwise,
