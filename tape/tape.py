@@ -86,6 +86,18 @@ class Tape:
     def __iter__(self):
         return iter(self._ops)
 
+    def take_since(self, start: int) -> list:
+        """Remove and return the records after the first ``start`` (static control flow moves
+        a recorded loop body or branch off the tape, into a record of its own)."""
+        taken = self._ops[start:]
+        del self._ops[start:]
+        return taken
+
+    def append(self, record) -> None:
+        """Record ``record``, an OpHandle or an object with its interface (``plan``, ``inputs``,
+        ``outputs``), at the end of the tape."""
+        self._ops.append(record)
+
     def add_op(self, type: str, inputs: dict, outputs: dict | None = None,
                attrs: dict | None = None) -> dict:
         """Run op ``type`` now and record it; returns ``{slot: [Variable]}`` of its outputs.
