@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from tape.registry import kernel
+from tape import dtypes
+from tape.registry import FLOAT_TYPES, kernel
 
 from ..jit import njit
 from .broadcast import unbroadcast
@@ -93,8 +94,10 @@ def matmul_v2_grad(X, Y, dOut, trans_x, trans_y, wants):
     return dx, dy
 
 
-@kernel("scale")
+@kernel("scale", types=(*FLOAT_TYPES, dtypes.INT32, dtypes.INT64))
 def scale(X, scale, bias, bias_after_scale):
+    if X.dtype.kind == "i":     # Paddle casts the attributes to X's type (toward zero)
+        scale, bias = int(scale), int(bias)
     # On the hot path (``v * 2.0``, ``v + 1.0``): one pass when bias or scale is trivial.
     if bias == 0.0:
         return X * scale

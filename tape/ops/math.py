@@ -163,9 +163,14 @@ class SumGrad(GradMaker):
         return [_scale_op(out_grad, grad_name(x), 1.0) for x in op.inputs["X"]]
 
 
+_SCALABLE = (*dtypes.FLOATING, dtypes.INT32, dtypes.INT64)
+
+
 def _scale_shape(ctx):
     x = ctx.input("X")
-    require_float(ctx, "X", x)
+    if x.dtype not in _SCALABLE:
+        raise ctx.error(f"input X ({x.name}) must be floating point, int32 or int64, received "
+                        f"{dtypes.name(x.dtype)}")
     if ctx.has_input("ScaleTensor") or ctx.has_input("BiasTensor"):
         raise ctx.error("inputs ScaleTensor and BiasTensor are not supported; pass the scale "
                         "and bias attributes")
@@ -175,7 +180,9 @@ def _scale_shape(ctx):
 def _scale_case(d):
     attrs = {"scale": d.choice((-2.5, -1.0, 0.0, 0.5, 1.0, 3.0)),
              "bias": d.choice((0.0, -1.5, 0.25)), "bias_after_scale": d.boolean()}
-    return {"X": d.floats(d.shape(1, 4))}, attrs
+    # integer X too: a loop counter's `i + 1` in Paddle's while programs
+    x = d.floats(d.shape(1, 4)) if d.boolean() else d.ints(d.shape(1, 4), -9, 9)
+    return {"X": x}, attrs
 
 
 register_op(
@@ -185,7 +192,8 @@ register_op(
     attrs=[Attr("scale", FLOAT, 1.0, "the factor"), Attr("bias", FLOAT, 0.0, "the offset"),
            Attr("bias_after_scale", BOOLEAN, True, "add bias after scaling (else before)")],
     infer_shape=_scale_shape, grad=ScaleGrad(), case=_scale_case,
-    doc="Out = scale * X + bias if bias_after_scale, else scale * (X + bias)")
+    doc="Out = scale * X + bias if bias_after_scale, else scale * (X + bias); for integer X, "
+        "scale and bias are cast to X's type first (toward zero), as in Paddle")
 
 
 def _same_shape(a, b):

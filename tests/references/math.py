@@ -24,6 +24,8 @@ def matmul_v2(X, Y, trans_x, trans_y):
 
 
 def scale(X, scale, bias, bias_after_scale):
+    if X.dtype.kind == "i":
+        scale, bias = int(scale), int(bias)     # cast to X's type first, as Paddle does
     return scale * X + bias if bias_after_scale else scale * (X + bias)
 
 

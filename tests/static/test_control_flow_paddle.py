@@ -1,6 +1,7 @@
 """Programs with ``while`` and ``cond`` that Paddle builds (``paddle.static.nn.while_loop`` /
-``cond``, with a tensor array and an fc layer in the loop), saved in the legacy format, run in
-Tape's Executor with Paddle's answers, at inputs that take different trip counts and branches."""
+``cond``, with a tensor array and an fc layer in the loop, and a counter stepped by ``j + 1``),
+saved in the legacy format, run in Tape's Executor with Paddle's answers, at inputs that take
+different trip counts and branches."""
 import numpy as np
 import pytest
 from test_wire import needs_paddle, run_paddle
@@ -39,10 +40,13 @@ _BUILD = """
         length = paddle.tensor.array_length(states)
         out = paddle.static.nn.cond(paddle.mean(s_end) > 0.0, lambda: s_end - 1.0,
                                     lambda: s_end * 3.0)
+        # the other counter idiom: `j + 1`, which Paddle writes as scale on int64
+        _, doubled = paddle.static.nn.while_loop(lambda j, a: j < n, lambda j, a: [j + 1, a * 2.0],
+                                                 [paddle.full([1], 0, "int64"), x])
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
     d = sys.argv[1]
-    paddle.static.save_inference_model(d + "/model", [x, n], [out, first, length], exe,
+    paddle.static.save_inference_model(d + "/model", [x, n], [out, first, length, doubled], exe,
                                        program=main)
     feeds = np.load(d + "/feeds.npz")
     results = {}
@@ -66,6 +70,10 @@ def test_paddle_built_while_and_cond_run_in_tape(tmp_path):
     paddle = np.load(tmp_path / "paddle.npz")
     program = tape.static.load_inference_model(tmp_path)
     ops = {op.type for b in program.desc.blocks for op in b.ops}
+    dtype_of = {v.name: v.dtype for b in program.desc.blocks for v in b.vars.values()}
+    int_scales = [op for b in program.desc.blocks for op in b.ops
+                  if op.type == "scale" and dtype_of[op.inputs["X"][0]] == tape.dtypes.INT64]
+    assert int_scales, "the `j + 1` loop should hold a scale op on int64"
     assert {"while", "conditional_block", "select_input", "write_to_array", "read_from_array",
             "lod_array_length", "increment", "logical_not"} <= ops
     exe = tape.static.Executor()
