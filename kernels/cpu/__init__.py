@@ -16,5 +16,6 @@ from . import (  # noqa: F401
     optimizer,
     pool,
     reduce,
+    relu_variants,
     tensor,
 )

@@ -28,6 +28,7 @@ from . import (  # noqa: F401
     optimizer,
     pool,
     reduce,
+    relu_variants,
     tensor,
 )
 
