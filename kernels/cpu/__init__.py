@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rearrange,
     reduce,
     relu_variants,
     tensor,

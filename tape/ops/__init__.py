@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rearrange,
     reduce,
     relu_variants,
     tensor,
