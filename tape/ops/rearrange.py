@@ -178,10 +178,13 @@ register_op(
 def _cumsum_shape(ctx):
     _require(ctx, "X", dtypes.INDEXED)
     x = ctx.input("X")
-    _axis(ctx, "axis", len(x.shape))   # checked even when flatten, as Paddle does
     if ctx.attrs["flatten"]:
+        if ctx.attrs["axis"] not in (0, -1):
+            raise ctx.error(f"attribute axis={ctx.attrs['axis']} with flatten: expected 0 or -1, "
+                            f"an axis of the flattened X (as Paddle's kernel checks)")
         shape = (-1 if -1 in x.shape else math.prod(x.shape),)
     else:
+        _axis(ctx, "axis", len(x.shape))
         shape = x.shape
     ctx.set_output("Out", shape, x.dtype)
 
@@ -189,8 +192,9 @@ def _cumsum_shape(ctx):
 def _cumsum_case(d):
     shape = d.shape(0, 3, 1, 4)
     rank = len(shape)
-    axis = d.integer(-rank, rank - 1) if rank else d.choice((0, -1))
-    return {"X": d.floats(shape)}, {"axis": axis, "flatten": d.integer(0, 3) == 0,
+    flatten = d.integer(0, 3) == 0
+    axis = d.integer(-rank, rank - 1) if rank and not flatten else d.choice((0, -1))
+    return {"X": d.floats(shape)}, {"axis": axis, "flatten": flatten,
                                     "exclusive": d.boolean(), "reverse": d.boolean()}
 
 
@@ -198,7 +202,7 @@ register_op(
     "cumsum", inputs=[Slot("X", "float32, float64, int32 or int64")],
     outputs=[Slot("Out", "X's shape, or (X.size,) when flatten")],
     attrs=[Attr("axis", INT, -1, "the axis to sum along; negative counts from the end"),
-           Attr("flatten", BOOLEAN, False, "sum over X flattened (axis is still checked)"),
+           Attr("flatten", BOOLEAN, False, "sum over X flattened (axis then 0 or -1)"),
            Attr("exclusive", BOOLEAN, False, "leave each element out of its own sum"),
            Attr("reverse", BOOLEAN, False, "sum from the end")],
     infer_shape=_cumsum_shape, case=_cumsum_case,
