@@ -8,7 +8,7 @@ import math
 
 from ..attribute import FLOAT, STRING, Attr, OneOf
 from ..registry import GradOp, Slot, register_op
-from .rules import fmt, float_same_as, require_float, require_same_dtype
+from .rules import float_same_as, fmt, require_float, require_same_dtype
 
 
 def _case(low, high, kinks=(), **attrs):
