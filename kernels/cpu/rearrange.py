@@ -1,14 +1,12 @@
 """expand_v2, tile, index_select, argsort, cumsum and their gradients: numpy copies, sorts and
 sums; index_select's scatter-add and argsort's order are those of gather and top_k_v2
 (kernels/cpu/indexing.py)."""
-import math
-
 import numpy as np
 
 from tape import dtypes
 from tape.registry import kernel
 
-from .indexing import _checked_index, _scatter_add, _sort_order, top_k_v2_grad
+from .indexing import _checked_index, _sort_order, gather_grad, top_k_v2_grad
 
 
 def _expanded_shape(x_shape, shape):
@@ -67,14 +65,8 @@ def index_select(X, Index, dim):
 @kernel("index_select_grad")
 def index_select_grad(X, Index, dOut, dim):
     dim %= X.ndim
-    size = X.shape[dim]
-    index = _checked_index("index_select_grad", Index, size, dim).reshape(-1)
-    outer, inner = math.prod(X.shape[:dim]), math.prod(X.shape[dim + 1:])
-    dx = np.zeros(X.shape, X.dtype)
-    _scatter_add(np.ascontiguousarray(index),
-                 np.ascontiguousarray(dOut).reshape(outer, index.size, inner),
-                 dx.reshape(outer, size, inner))
-    return dx
+    _checked_index("index_select_grad", Index, X.shape[dim], dim)   # an error names this op
+    return gather_grad(X, Index, dOut, dim)   # the same scatter-add
 
 
 @kernel("argsort", types=dtypes.INDEXED)

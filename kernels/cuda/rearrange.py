@@ -12,7 +12,7 @@ cuda_kernel("expand_v2_grad")(on_device(cpu.expand_v2_grad, _sum_to=_sum_to))
 cuda_kernel("index_select")(on_device(cpu.index_select, _checked_index=indexing._checked_index))
 cuda_kernel("index_select_grad")(on_device(cpu.index_select_grad,
                                            _checked_index=indexing._checked_index,
-                                           _scatter_add=indexing._scatter_add))
+                                           gather_grad=KERNELS["gather_grad"]))
 cuda_kernel("argsort")(on_device(cpu.argsort, _sort_order=indexing._sort_order))
 cuda_kernel("argsort_grad")(KERNELS["top_k_v2_grad"])
 for _op in ("cumsum", "cumsum_grad"):
