@@ -40,6 +40,10 @@ CASES = {
                            {"mode": "channel", "data_format": "NHWC"}, ["X", "Alpha"]),
     "prelu_element": ("prelu", {"X": _GRID, "Alpha": np.linspace(-1, 1, 12).reshape(1, 3, 4)},
                       {"mode": "element"}, ["X", "Alpha"]),
+    # Paddle checks only the dims past the first: an Alpha of X's own shape uses its first
+    # sample's slopes, and the rest get zero gradient
+    "prelu_element_long_alpha": ("prelu", {"X": _GRID, "Alpha": np.linspace(-1, 1, 24).reshape(
+        2, 3, 4)}, {"mode": "element"}, ["X", "Alpha"]),
 }
 # Paddle 3.3.1 is wrong in these (each must still differ from Tape, else drop it)
 PADDLE_BUGS = {
