@@ -13,8 +13,13 @@ $(STAMP): pyproject.toml
 	@command -v dot >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
 	    (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || \
 	    echo "note: could not install graphviz; tape.visualize will write .dot files only"
+	@# Open MPI runs tape.distributed's ranks (mpirun, and the library mpi4py calls)
+	@command -v mpirun >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+	    (apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) || \
+	    echo "note: could not install Open MPI; the tests of tape.distributed will be skipped"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop]'
+	@# dist: mpi4py, whose wheel loads the machine's MPI library (Debian's Open MPI) when used
+	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop,onnx,dist]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -30,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/mlp.py
 	$(BIN)/python benchmarks/cnn.py
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/distributed.py
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet ruff

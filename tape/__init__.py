@@ -3,7 +3,7 @@
 # operators and the static package use both.
 from . import dtypes, ops  # noqa: I001,F401
 from .kernels import cpu as _cpu_kernels  # noqa: F401
-from . import checkpoint, overloads, static  # noqa: F401
+from . import checkpoint, distributed, overloads, static  # noqa: F401
 from . import functional  # noqa: F401
 from .desc import BlockDesc, OpDesc, ProgramDesc, VarDesc  # noqa: F401
 from .errors import (  # noqa: F401

@@ -13,7 +13,9 @@ from ..tape import _local, get_global_tape
 # each family registers its ops on import
 from . import (  # noqa: F401
     activation,
+    collective,
     compare,
+    control_flow,
     conv,
     dropout,
     elementwise,
