@@ -215,3 +215,55 @@ def max_of_four(a, b, c, d):
 
 def mean_of_four(a, b, c, d):
     return (a + b + c + d) * 0.25
+
+
+# ---- ReLU's variants (tape/ops/relu_variants.py): gradients from X or Out, as Paddle's ----
+
+def relu6_grad(out, dout):
+    return dout if 0.0 < out < 6.0 else 0.0
+
+
+def hard_sigmoid_grad(out, dout, slope):
+    return dout * slope if 0.0 < out < 1.0 else 0.0
+
+
+def hard_swish_grad(x, dout, threshold, scale, offset):
+    """The derivative of x * min(max(x + offset, 0), threshold) / scale; at the kinks, the
+    slope from the right (as Paddle: 0 at x + offset = 0, threshold / scale at the cap)."""
+    gate = x + offset
+    if gate <= 0.0:
+        return 0.0
+    if gate >= threshold:
+        return dout * threshold / scale
+    return dout * (gate + x) / scale
+
+
+def swish_grad(x, dout):
+    # sigmoid(x) written out (a formula calls no other: CUDA device code cannot), from exp of
+    # -|x| so that nothing overflows
+    e = math.exp(-x if x >= 0.0 else x)
+    s = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+    return dout * (s + x * s * (1.0 - s))
+
+
+def mish(x, threshold):
+    if x > threshold:
+        return x * math.tanh(x)
+    return x * math.tanh(math.log1p(math.exp(x)))
+
+
+def mish_grad(x, dout, threshold):
+    """d/dx of x * tanh(sp): tanh(sp) + x (1 - tanh(sp)^2) sp', sp' = 1 above the threshold
+    (sp = x) and sigmoid(x) below it (sp = log(1 + exp(x)))."""
+    if x > threshold:
+        t = math.tanh(x)
+        return dout * (t + x * (1.0 - t * t))
+    e = math.exp(x)
+    t = math.tanh(math.log1p(e))
+    return dout * (t + x * (1.0 - t * t) * (e / (1.0 + e)))
+
+
+def selu_grad(out, dout, scale, alpha):
+    """From Out, whose sign is X's (scale > 0, alpha >= 0): scale where Out > 0, else
+    Out + scale * alpha (= scale * alpha * exp(x))."""
+    return dout * scale if out > 0.0 else dout * (out + scale * alpha)

@@ -269,3 +269,86 @@ def batch_norm(x: Variable, running_mean: Variable, running_var: Variable, weigh
         {"is_test": not training, "momentum": momentum, "epsilon": epsilon,
          "data_layout": data_format})
     return outs["Y"][0]
+
+
+# ---- ReLU's variants (Paddle's paddle.nn.functional names) ----
+
+__all__ += ["argsort", "cumsum", "elu", "expand", "hardsigmoid", "hardswish", "index_select",
+            "mish", "prelu", "relu6", "selu", "silu", "swish", "tile"]
+
+relu6, swish, silu = ops.relu6, ops.swish, ops.silu
+
+
+def hardswish(x: Variable) -> Variable:
+    """``x * min(max(x + 3, 0), 6) / 6``."""
+    return ops.hard_swish(x)
+
+
+def hardsigmoid(x: Variable, slope: float = 0.1666667, offset: float = 0.5) -> Variable:
+    """``min(max(slope * x + offset, 0), 1)`` (Paddle's slope; PyTorch's is 1/6 too)."""
+    return ops.hard_sigmoid(x, slope=slope, offset=offset)
+
+
+def mish(x: Variable) -> Variable:
+    """``x * tanh(log(1 + exp(x)))``."""
+    return ops.mish(x)
+
+
+def elu(x: Variable, alpha: float = 1.0) -> Variable:
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    return ops.elu(x, alpha=alpha)
+
+
+def selu(x: Variable, scale: float = 1.0507009873554804934,
+         alpha: float = 1.6732632423543772848) -> Variable:
+    """``scale * x`` where ``x > 0``, else ``scale * alpha * (exp(x) - 1)``; Paddle asks
+    ``scale > 1`` and ``alpha >= 0``."""
+    if not (scale > 1 and alpha >= 0):
+        raise InvalidArgumentError(f"selu: expected scale > 1 and alpha >= 0, received "
+                                   f"scale={scale}, alpha={alpha}")
+    return ops.selu(x, scale=scale, alpha=alpha)
+
+
+_PRELU_FORMATS = ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC")
+
+
+def prelu(x: Variable, weight, data_format: str = "NCHW") -> Variable:
+    """``x`` where ``x > 0``, else ``weight * x``: ``weight`` 1-D, of one slope for every
+    element or one per channel (axis 1, or the last for a channels-last ``data_format``)."""
+    weight = as_variable(weight, like=x)
+    if data_format not in _PRELU_FORMATS or weight.ndim != 1:
+        raise InvalidArgumentError(f"prelu: expected a 1-D weight and data_format in "
+                                   f"{list(_PRELU_FORMATS)}, received weight of shape "
+                                   f"{list(weight.shape)}, data_format={data_format!r}")
+    mode = "all" if weight.shape[0] == 1 else "channel"
+    return ops.prelu(x, weight, mode=mode, data_format="NCHW" if data_format[1] == "C" else "NHWC")
+
+
+# ---- repeating, picking, sorting, running sums ----
+
+def expand(x: Variable, shape) -> Variable:
+    """``x`` broadcast to ``shape`` (-1 keeps a dim of ``x``; PyTorch: ``x.expand``)."""
+    return ops.expand_v2(x, shape=list(shape))
+
+
+def tile(x: Variable, repeat_times) -> Variable:
+    """``x`` repeated ``repeat_times[i]`` times along dim ``i`` (numpy's ``tile``)."""
+    return ops.tile(x, repeat_times=list(repeat_times))
+
+
+def cumsum(x: Variable, axis: int | None = None) -> Variable:
+    """Running sums along ``axis``; over ``x`` flattened when ``axis`` is None."""
+    if axis is None:
+        return ops.cumsum(x, axis=-1, flatten=True)
+    return ops.cumsum(x, axis=axis)
+
+
+def index_select(x: Variable, index, axis: int = 0) -> Variable:
+    """The slices of ``x`` at ``index`` (1-D ints, negative from the end) along ``axis``."""
+    return ops.index_select(x, as_variable(index, np.int64), dim=axis)
+
+
+def argsort(x: Variable, axis: int = -1, descending: bool = False,
+            stable: bool = False) -> Variable:
+    """The int64 positions that sort ``x`` along ``axis`` (equal values in index order)."""
+    return ops.argsort(x, axis=axis, descending=descending, stable=stable)[1]

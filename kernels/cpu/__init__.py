@@ -17,6 +17,8 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rearrange,
     reduce,
+    relu_variants,
     tensor,
 )

@@ -20,6 +20,8 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rearrange,
+    relu_variants,
 )
 from .device import KERNELS, array_module, device_module, simulated, to_device, to_host
 

@@ -29,7 +29,9 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rearrange,
     reduce,
+    relu_variants,
     tensor,
 )
 

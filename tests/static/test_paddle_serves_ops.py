@@ -26,6 +26,7 @@ from tape.variable import Variable
 SEEDS = range(16)
 MORE_SEEDS = {   # cases past SEEDS that show a listed Paddle bug or an export fix
     "elementwise_add": [23], "matmul_v2": [42], "pool2d": [50], "split": [38],
+    "prelu": [16, 21, 23, 24, 30, 35, 41], "cumsum": [36, 47],
     **{op: [19] for op in ("equal", "not_equal", "less_than", "less_equal", "greater_than",
                            "greater_equal")},
 }
@@ -187,6 +188,20 @@ PADDLE_BUGS = [
     ("matmul_v2", ["default"], lambda ins, a: a["trans_y"] and ins["Y"].ndim >= 2 and
      ins["Y"].shape[-1] == 1 and ins["Y"].shape[-2] > 1,
      "its oneDNN kernel gives garbage for trans_y with Y of shape (..., n, 1)"),
+    ("hard_swish", ALL, lambda ins, a: (a["threshold"], a["scale"], a["offset"]) != (6, 6, 3),
+     "its kernel ignores threshold, scale and offset (phi's hardswish takes none): always 6, 6 "
+     "and 3"),
+    ("mish", ["default"], lambda ins, a: np.any(ins["X"] > a["threshold"]),
+     "its oneDNN kernel ignores threshold (softplus is log(1 + exp(X)) everywhere)"),
+    ("cumsum", ALL, lambda ins, a: a["exclusive"] and ins["X"].size == 1,
+     "its kernel ignores exclusive where X holds one element (Out = X, not 0)"),
+    ("prelu", ["default"], lambda ins, a: ins["Alpha"].ndim != 1 and a["mode"] != "element",
+     "its oneDNN kernel fails on an Alpha that is not 1-D in modes all and channel ('could not "
+     "create a primitive descriptor for a reorder primitive'); its CPU kernel takes it"),
+    ("expand_v2", ["default"], lambda ins, a: -1 in a["shape"] and len(a["shape"]) > ins["X"].ndim,
+     "its oneDNN kernel reads a -1 in shape against X's dim at the same position, not the one "
+     "aligned to the end, where shape adds dims (wrong shapes, or 'The value (2) of the "
+     "non-singleton dimension does not match')"),
     ("pool2d", ["default"], _avg_over_trailing_padding,
      "its oneDNN and CPU kernels disagree on what non-exclusive average pooling divides by "
      "where a window reaches the trailing padding; Tape divides as the CPU kernel"),
