@@ -43,6 +43,32 @@ def conv_geometry(x_shape, w_shape, strides, paddings, dilations, algorithm):
     return pads, (dh, dw), out_h, out_w
 
 
+def conv_transpose_geometry(in_hw, ksize, strides, paddings, dilations, algorithm,
+                            output_size, output_padding):
+    """``(pads, dilations, out_hw, smallest_hw)`` of a transposed convolution, as Paddle's
+    ConvTransposeInferMeta computes them.
+
+    The padding rule is the convolution's, applied to the *input* sides ``in_hw``. Each output
+    side is ``(in - 1) * stride - pad_sum + dilation * (k - 1) + 1`` (``smallest_hw``), plus
+    ``output_padding`` when given, or ``output_size`` itself when given (which must lie in
+    ``[smallest, smallest + stride)``: the shape rule checks). -1 where an input side is unknown.
+    """
+    pads, dilations = resolve_paddings(in_hw, ksize, strides, paddings, dilations, algorithm)
+    out, smallest = [], []
+    for i, (size, k, s, d) in enumerate(zip(in_hw, ksize, strides, dilations)):
+        pad0, pad1 = pads[2 * i], pads[2 * i + 1]
+        low = -1 if size < 0 or k < 0 or pad0 < 0 else \
+            (size - 1) * s - pad0 - pad1 + d * (k - 1) + 1
+        smallest.append(low)
+        if output_size:
+            out.append(output_size[i])
+        elif low < 0:
+            out.append(-1)
+        else:
+            out.append(low + (output_padding[i] if output_padding else 0))
+    return pads, tuple(dilations), tuple(out), tuple(smallest)
+
+
 def pool_geometry(in_hw, ksize, strides, paddings, algorithm, global_pooling, adaptive,
                   ceil_mode):
     """``(ksize, (top, bottom, left, right), (out_h, out_w))`` as Paddle's pool2d computes them.
