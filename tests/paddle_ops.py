@@ -34,19 +34,21 @@ _SCRIPT = """
                 dout = data[f"{name}/dOut"]
                 feed[f"{name}.dOut"] = dout
                 fetch += paddle.static.gradients(
-                    [outs["Out"]], [ins[s] for s in wrt],
+                    [outs[outputs[0]]], [ins[s] for s in wrt],
                     [paddle.static.data(f"{name}.dOut", dout.shape, str(dout.dtype))])
         values = exe.run(main, feed=feed, fetch_list=fetch)
         for key, value in zip(outputs + ["d" + s for s in wrt], values):
-            results[f"{name}/{key}"] = value
+            if np.asarray(value).dtype != object:   # not an array: a var Paddle never wrote
+                results[f"{name}/{key}"] = value
     np.savez(sys.argv[3], **results)
 """
 
 
 def paddle_op_results(tmp, cases: dict) -> dict:
     """``{name: {output slot or "d<Slot>": array}}`` for ``cases`` = ``{name: (op type,
-    {slot: array}, [output slots], attrs, [input slots to differentiate], cotangent of Out or
-    None)}``, computed by Paddle; ``tmp`` is a scratch directory (a pathlib.Path)."""
+    {slot: array}, [output slots], attrs, [input slots to differentiate], cotangent of the
+    first output slot or None)}``, computed by Paddle; ``tmp`` is a scratch directory (a
+    pathlib.Path)."""
     arrays, spec = {}, {}
     for name, (op_type, inputs, outputs, attrs, wrt, dout) in cases.items():
         spec[name] = (op_type, list(inputs), list(outputs), attrs, list(wrt))

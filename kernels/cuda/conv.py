@@ -14,7 +14,7 @@ from numba import cuda
 from tape.geometry import conv_geometry, conv_transpose_geometry
 
 from ..cpu import conv as cpu
-from .device import array_module, cuda_kernel, launch, on_device
+from .device import array_module, cuda_kernel, launch, on_device, on_device_using
 
 
 class _Geometry(NamedTuple):
@@ -123,10 +123,8 @@ _products = {
 
 
 def _on_device(fn, plan):
-    """A CPU convolution kernel with the device's plan and products (only those it reads)."""
-    names = fn.__code__.co_names
-    return on_device(fn, **{k: v for k, v in {**_products, plan.__name__: plan}.items()
-                            if k in names})
+    """A CPU convolution kernel with the device's plan and products."""
+    return on_device_using(fn, {**_products, plan.__name__: plan})
 
 
 for _op in ("conv2d", "depthwise_conv2d"):
