@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     embedding,
     framework,
     indexing,
+    interp,
     io,
     loss,
     manipulation,

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     embedding,
     generic,
     indexing,
+    interp,
     loss,
     norm,
     optimizer,

@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     embedding,
     framework,
     indexing,
+    interp,
     io,
     loss,
     manipulation,
