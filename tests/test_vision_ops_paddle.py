@@ -21,7 +21,7 @@ from tape.registry import REGISTRY
 from tape.testing import Draw, vjp
 
 OPS = ["depthwise_conv2d", "conv2d_transpose", "depthwise_conv2d_transpose", "group_norm",
-       "instance_norm", "bilinear_interp_v2", "nearest_interp_v2"]
+       "instance_norm", "bilinear_interp_v2", "nearest_interp_v2", "pad3d"]
 SEEDS = range(12)
 # float64 against Paddle's float64 kernels, which sum in other orders (and normalisation's
 # gradients subtract nearly equal terms): relative to each array's largest value
@@ -61,6 +61,11 @@ GIVEN = {
                                    {"interp_method": "nearest", "scale": [1.7, 2.3]}),
     "nearest_same_size": ("nearest_interp_v2", {"X": _IMAGES},
                           {"interp_method": "nearest", "scale": [1.2, 1.1]}),
+    "pad3d_paddings_tensor": ("pad3d", {"X": _IMAGES.reshape(2, 3, 1, 4, 5), "Paddings": np.array(
+        [1, 4, 0, 3, 2, 0], np.int32)}, {"paddings": [0] * 6, "mode": "replicate"}),
+    "pad3d_circular_twice_round": ("pad3d", {"X": _IMAGES.reshape(2, 4, 5, 3, 1)},
+                                   {"paddings": [0, 3, 7, 3, 4, 2], "mode": "circular",
+                                   "data_format": "NDHWC"}),
 }
 
 

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     math,
     norm,
     optimizer,
+    pad,
     pool,
     reduce,
     tensor,

@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     math,
     norm,
     optimizer,
+    pad,
     pool,
     reduce,
     tensor,
