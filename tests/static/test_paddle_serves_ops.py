@@ -17,7 +17,7 @@ from test_wire import PREDICTOR_MODES, needs_paddle, paddle_serve
 
 import tape.static as static
 from tape import dtypes
-from tape.geometry import align_shapes
+from tape.geometry import align_shapes, interp_output_size, interp_ratio
 from tape.registry import REGISTRY
 from tape.tape import get_global_tape
 from tape.testing import Draw, run_op
@@ -110,6 +110,22 @@ def _avg_over_trailing_padding(ins, a):
         (asymmetric or a["ceil_mode"] or a["padding_algorithm"] == "SAME")
 
 
+def _onednn_nearest_differs(ins, a):
+    """Paddle's CPU kernel reads cell int(ratio * k) (int(ratio * k + 0.5) with align_corners)
+    for output cell k; its oneDNN kernel reads floor((k + 0.5) * in / out): whether the two
+    pick another cell somewhere."""
+    x = ins["X"]
+    in_hw = x.shape[1:3] if a["data_layout"] == "NHWC" else x.shape[2:]
+    out_hw, scales = interp_output_size(in_hw, (a["out_h"], a["out_w"]), a["scale"])
+    for n, o, s in zip(in_hw, out_hw, scales):
+        k = np.arange(o)
+        at_k = interp_ratio(n, o, s, a["align_corners"]) * k.astype(np.float32)
+        cpu = (at_k + 0.5 if a["align_corners"] else at_k).astype(np.int64)
+        if np.any(cpu != np.floor((k + 0.5) * n / o).astype(np.int64)):
+            return True
+    return False
+
+
 ALL = list(PREDICTOR_MODES)
 _0D_INT32_ARG = (lambda ins, a: ins["X"].ndim == 0 and a["dtype"] == dtypes.INT32,
                  "for a 0-D X and dtype int32 it checks a dim X does not have ('The element "
@@ -184,6 +200,9 @@ PADDLE_BUGS = [
     ("matmul_v2", ["default"], lambda ins, a: a["trans_y"] and ins["Y"].ndim >= 2 and
      ins["Y"].shape[-1] == 1 and ins["Y"].shape[-2] > 1,
      "its oneDNN kernel gives garbage for trans_y with Y of shape (..., n, 1)"),
+    ("nearest_interp_v2", ["default"], _onednn_nearest_differs,
+     "its oneDNN kernel reads cell floor((k + 0.5) * in / out) for output cell k, whatever "
+     "align_corners says, where its CPU kernel (and Tape) reads int(ratio * k)"),
     ("pool2d", ["default"], _avg_over_trailing_padding,
      "its oneDNN and CPU kernels disagree on what non-exclusive average pooling divides by "
      "where a window reaches the trailing padding; Tape divides as the CPU kernel"),
