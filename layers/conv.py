@@ -50,6 +50,12 @@ def check_images(layer: str, x: Variable, channels: int | None = None) -> None:
         raise InvalidArgumentError(f"{layer}: expected x of shape {expected}, received {shape}")
 
 
+def check_groups(layer: str, groups: int, in_channels: int, out_channels: int) -> None:
+    if groups < 1 or in_channels % groups or out_channels % groups:
+        raise InvalidArgumentError(f"{layer}: groups={groups} must be >= 1 and divide "
+                                   f"in_channels={in_channels} and out_channels={out_channels}")
+
+
 class Conv2D(Layer):
     """A 2-D convolution over NCHW images: ``y = act(conv2d(x, w) + b)``.
 
@@ -84,10 +90,7 @@ class Conv2D(Layer):
                  dilation=1, groups: int = 1, act: str | None = None, bias: bool = True,
                  dtype="float32"):
         code = float_dtype("Conv2D", dtype)
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise InvalidArgumentError(f"Conv2D: groups={groups} must be >= 1 and divide "
-                                       f"in_channels={in_channels} and "
-                                       f"out_channels={out_channels}")
+        check_groups("Conv2D", groups, in_channels, out_channels)
         kh, kw = pair("Conv2D", "kernel_size", kernel_size)
         self.in_channels, self.out_channels, self.act = in_channels, out_channels, act
         self._act = activation("Conv2D", act)
@@ -149,10 +152,7 @@ class Conv2DTranspose(Layer):
                  output_padding=0, groups: int = 1, dilation=1, bias: bool = True,
                  dtype="float32"):
         code = float_dtype("Conv2DTranspose", dtype)
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise InvalidArgumentError(f"Conv2DTranspose: groups={groups} must be >= 1 and "
-                                       f"divide in_channels={in_channels} and "
-                                       f"out_channels={out_channels}")
+        check_groups("Conv2DTranspose", groups, in_channels, out_channels)
         kh, kw = pair("Conv2DTranspose", "kernel_size", kernel_size)
         self.in_channels, self.out_channels = in_channels, out_channels
         self._options = {"stride": pair("Conv2DTranspose", "stride", stride),

@@ -65,7 +65,8 @@ def test_conv2d_transpose_layer(in_channels, out_channels, groups, op):
     assert y.shape == (2, out_channels, 8, 10)      # (4 - 1) * 2 - 2 + 3 + 1
     assert up(Variable(x), output_size=(7, 9)).shape == (2, out_channels, 7, 9)
     y.sum().backward()
-    assert up.w.grad is not None and up.b.grad.value().tolist() == [160.0] * out_channels   # 2 * 8 * 10 cells
+    # each bias gets the 2 * 8 * 10 ones of its output channel
+    assert up.w.grad is not None and up.b.grad.value().tolist() == [160.0] * out_channels
 
 
 def test_group_norm_and_instance_norm_layers():

@@ -1,4 +1,5 @@
-"""The convolutions (conv2d, depthwise_conv2d and their transposes) and their gradients on the GPU: im2col / col2im in numba.cuda around cuBLAS GEMMs.
+"""The convolutions (conv2d, depthwise_conv2d and their transposes) and their gradients on the
+GPU: im2col / col2im in numba.cuda around cuBLAS GEMMs.
 
 The kernels are the CPU ones with the device array module (so its grouped matmuls run on
 cuBLAS through cupy) and with their own column helpers. The column matrix is the CPU side's,

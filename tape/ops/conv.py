@@ -138,18 +138,6 @@ _CONV_DOC = ("Output[n, m, y, x] = sum over c < C/groups, i < kh, j < kw of Filt
              "(M/groups) the group of output channel m; H_out = (H + pad_top + pad_bottom - "
              "(dh * (kh - 1) + 1)) // sh + 1, W_out likewise.")
 
-register_op(
-    "conv2d",
-    inputs=[Slot("Input", "images (N, C, H, W)"),
-            Slot("Filter", "kernels (M, C / groups, kh, kw)")],
-    outputs=[Slot("Output", "(N, M, H_out, W_out)")],
-    attrs=conv_attrs(),
-    infer_shape=_conv2d_shape,
-    grad=GradOp(reads=["Input", "Filter"]),
-    case=_conv2d_case,
-    doc=_CONV_DOC)
-
-
 def _depthwise_conv2d_case(d):
     channels = d.integer(1, 3)
     inputs, attrs = _conv2d_case(d)
@@ -160,17 +148,20 @@ def _depthwise_conv2d_case(d):
     return inputs, {**attrs, "groups": channels}
 
 
-register_op(
-    "depthwise_conv2d",
-    inputs=[Slot("Input", "images (N, C, H, W)"),
-            Slot("Filter", "kernels (M, 1, kh, kw), M a multiple of C")],
-    outputs=[Slot("Output", "(N, M, H_out, W_out)")],
-    attrs=conv_attrs(),
-    infer_shape=_conv2d_shape,
-    grad=GradOp(reads=["Input", "Filter"]),
-    case=_depthwise_conv2d_case,
-    doc="conv2d with groups = C (required): each input channel c convolved by its own M/C "
-        "kernels, Output channels c * M/C ... (c + 1) * M/C - 1. " + _CONV_DOC)
+for _type, _filter, _case, _doc in (
+        ("conv2d", "kernels (M, C / groups, kh, kw)", _conv2d_case, ""),
+        ("depthwise_conv2d", "kernels (M, 1, kh, kw), M a multiple of C",
+         _depthwise_conv2d_case, "conv2d with groups = C (required): each input channel c "
+         "convolved by its own M/C kernels, Output channels c * M/C ... (c + 1) * M/C - 1. ")):
+    register_op(
+        _type,
+        inputs=[Slot("Input", "images (N, C, H, W)"), Slot("Filter", _filter)],
+        outputs=[Slot("Output", "(N, M, H_out, W_out)")],
+        attrs=conv_attrs(),
+        infer_shape=_conv2d_shape,
+        grad=GradOp(reads=["Input", "Filter"]),
+        case=_case,
+        doc=_doc + _CONV_DOC)
 
 
 # ---- transposed convolution ----
