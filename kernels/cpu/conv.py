@@ -163,52 +163,67 @@ def _filter_grad(images, dout, taps, groups, filter_shape):
                           transpose_b=True).reshape(filter_shape)
 
 
+def _nchw(a, data_format):
+    """An NHWC image batch as an NCHW view (NCHW and AnyLayout as they are)."""
+    return a.transpose(0, 3, 1, 2) if data_format == "NHWC" else a
+
+
+def _in_layout(a, data_format):
+    """An NCHW result in the op's data_format (contiguous)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if data_format == "NHWC" else a
+
+
 @kernel("conv2d")
 @kernel("depthwise_conv2d")
-def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm):
-    taps, out_h, out_w = _plan(Input.shape, Filter.shape, strides, paddings, dilations,
+def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+           data_format):
+    x = _nchw(Input, data_format)
+    taps, out_h, out_w = _plan(x.shape, Filter.shape, strides, paddings, dilations,
                                padding_algorithm)
-    return _convolve(Input, Filter.reshape(Filter.shape[0], -1), taps, groups, (out_h, out_w))
+    out = _convolve(x, Filter.reshape(Filter.shape[0], -1), taps, groups, (out_h, out_w))
+    return _in_layout(out, data_format)
 
 
 @kernel("conv2d_grad")
 @kernel("depthwise_conv2d_grad")
 def conv2d_grad(Input, Filter, dOutput, strides, paddings, dilations, groups,
-                padding_algorithm, wants):
-    taps, _, _ = _plan(Input.shape, Filter.shape, strides, paddings, dilations,
-                       padding_algorithm)
-    dout = _channels_first(dOutput)
+                padding_algorithm, data_format, wants):
+    x = _nchw(Input, data_format)
+    taps, _, _ = _plan(x.shape, Filter.shape, strides, paddings, dilations, padding_algorithm)
+    dout = _channels_first(_nchw(dOutput, data_format))
     d_input = d_filter = None
     if "Filter@GRAD" in wants:
-        d_filter = _filter_grad(Input, dout, taps, groups, Filter.shape)
+        d_filter = _filter_grad(x, dout, taps, groups, Filter.shape)
     if "Input@GRAD" in wants:
-        d_input = _input_grad(Filter.reshape(Filter.shape[0], -1), dout, taps, groups,
-                              Input.shape)
+        d_input = _in_layout(_input_grad(Filter.reshape(Filter.shape[0], -1), dout, taps,
+                                         groups, x.shape), data_format)
     return d_input, d_filter
 
 
 @kernel("conv2d_transpose")
 @kernel("depthwise_conv2d_transpose")
 def conv2d_transpose(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
-                     output_size, output_padding):
-    taps, out_h, out_w = _transpose_plan(Input.shape, Filter.shape, strides, paddings,
-                                         dilations, padding_algorithm, output_size,
-                                         output_padding)
-    image_shape = (Input.shape[0], Filter.shape[1] * groups, out_h, out_w)
-    return _input_grad(Filter.reshape(Filter.shape[0], -1), _channels_first(Input), taps,
-                       groups, image_shape)
+                     output_size, output_padding, data_format):
+    x = _nchw(Input, data_format)
+    taps, out_h, out_w = _transpose_plan(x.shape, Filter.shape, strides, paddings, dilations,
+                                         padding_algorithm, output_size, output_padding)
+    image_shape = (x.shape[0], Filter.shape[1] * groups, out_h, out_w)
+    out = _input_grad(Filter.reshape(Filter.shape[0], -1), _channels_first(x), taps, groups,
+                      image_shape)
+    return _in_layout(out, data_format)
 
 
 @kernel("conv2d_transpose_grad")
 @kernel("depthwise_conv2d_transpose_grad")
 def conv2d_transpose_grad(Input, Filter, dOutput, strides, paddings, dilations, groups,
-                          padding_algorithm, output_size, output_padding, wants):
-    taps, _, _ = _transpose_plan(Input.shape, Filter.shape, strides, paddings, dilations,
+                          padding_algorithm, output_size, output_padding, data_format, wants):
+    x, dout = _nchw(Input, data_format), _nchw(dOutput, data_format)
+    taps, _, _ = _transpose_plan(x.shape, Filter.shape, strides, paddings, dilations,
                                  padding_algorithm, output_size, output_padding)
     d_input = d_filter = None
     if "Input@GRAD" in wants:
-        d_input = _convolve(dOutput, Filter.reshape(Filter.shape[0], -1), taps, groups,
-                            Input.shape[2:])
+        d_input = _in_layout(_convolve(dout, Filter.reshape(Filter.shape[0], -1), taps, groups,
+                                       x.shape[2:]), data_format)
     if "Filter@GRAD" in wants:
-        d_filter = _filter_grad(dOutput, _channels_first(Input), taps, groups, Filter.shape)
+        d_filter = _filter_grad(dout, _channels_first(x), taps, groups, Filter.shape)
     return d_input, d_filter

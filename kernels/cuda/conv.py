@@ -120,6 +120,7 @@ _products = {
     "_filter_grad": on_device(cpu._filter_grad, _columns=_columns,
                               _matmul_groups=_matmul_groups),
     "_channels_first": on_device(cpu._channels_first),
+    "_in_layout": on_device(cpu._in_layout),
 }
 
 

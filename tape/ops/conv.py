@@ -1,7 +1,8 @@
 """conv2d and depthwise_conv2d: 2-D convolution (cross-correlation) over NCHW images, with
 groups and dilations; conv2d_transpose and depthwise_conv2d_transpose: their adjoints.
 
-The input checks here (``check_nchw``, ``check_pairs``) are shared with pool2d; the padding
+The input checks here (``check_nchw``, ``check_pairs``) are shared with pool2d (which takes
+NCHW only; the convolutions take NHWC too); the padding
 geometry (``resolve_paddings``) is in tape/geometry.py, shared with the kernels, so that the
 shape rule and the kernels agree by construction.
 """
@@ -25,6 +26,20 @@ def check_nchw(ctx, slot: str, desc) -> None:
     if len(desc.shape) != 4:
         raise ctx.error(f"input {slot} must be 4-D (N, C, H, W), received shape "
                         f"{fmt(desc.shape)}")
+
+
+def image_dims(ctx, slot: str, desc) -> tuple:
+    """``(N, C, H, W)`` of a 4-D input in the op's data_format (NHWC, or NCHW / AnyLayout)."""
+    if len(desc.shape) != 4:
+        raise ctx.error(f"input {slot} must be 4-D (N, C, H, W), or (N, H, W, C) with "
+                        f"data_format NHWC, received shape {fmt(desc.shape)}")
+    n, *rest = desc.shape
+    return (n, rest[2], rest[0], rest[1]) if ctx.attrs["data_format"] == "NHWC" else desc.shape
+
+
+def in_layout(ctx, n, c, h, w) -> tuple:
+    """An output shape in the op's data_format."""
+    return (n, h, w, c) if ctx.attrs["data_format"] == "NHWC" else (n, c, h, w)
 
 
 def check_pairs(ctx, *names: str) -> None:
@@ -57,14 +72,13 @@ def _conv2d_shape(ctx):
     x, w = ctx.input("Input"), ctx.input("Filter")
     require_float(ctx, "Input", x)
     require_same_dtype(ctx, "Input", "Filter")
-    check_nchw(ctx, "Input", x)
+    n, c, h, width = image_dims(ctx, "Input", x)
     if len(w.shape) != 4:
         raise ctx.error(f"input Filter must be 4-D (M, C/groups, kh, kw), received shape "
                         f"{fmt(w.shape)}")
     check_pairs(ctx, "strides", "dilations")
     a = ctx.attrs
     groups = a["groups"]
-    n, c, h, width = x.shape
     m, group_channels, kh, kw = w.shape
     if c >= 0 and c != group_channels * groups:
         raise ctx.error(f"Input {fmt(x.shape)} has {c} channels but Filter {fmt(w.shape)} with "
@@ -81,7 +95,7 @@ def _conv2d_shape(ctx):
     out_h = _output_side(ctx, "height", h, kh, dilations[0], pads[0], pads[1], a["strides"][0])
     out_w = _output_side(ctx, "width", width, kw, dilations[1], pads[2], pads[3],
                          a["strides"][1])
-    ctx.set_output("Output", (n, m, out_h, out_w), x.dtype)
+    ctx.set_output("Output", in_layout(ctx, n, m, out_h, out_w), x.dtype)
 
 
 def _conv2d_case(d):
@@ -96,11 +110,15 @@ def _conv2d_case(d):
     low = [max(1, dil * (k - 1) + 1 - p0 - p1)
            for dil, k, p0, p1 in zip(spans, (kh, kw), pads[::2], pads[1::2])]
     h, w = d.integer(low[0], max(low[0], 5)), d.integer(low[1], max(low[1], 5))
-    inputs = {"Input": d.floats((d.integer(1, 2), channels, h, w)),
+    layout = d.choice(DATA_FORMATS)
+    inputs = {"Input": d.floats(_in_layout(layout, d.integer(1, 2), channels, h, w)),
               "Filter": d.floats((out_channels, channels // groups, kh, kw))}
     return inputs, {"strides": strides, "paddings": paddings, "dilations": dilations,
-                    "groups": groups, "padding_algorithm": algorithm,
-                    "data_format": d.choice(("NCHW", "AnyLayout"))}
+                    "groups": groups, "padding_algorithm": algorithm, "data_format": layout}
+
+
+def _in_layout(layout, n, c, h, w) -> tuple:
+    return (n, h, w, c) if layout == "NHWC" else (n, c, h, w)
 
 
 def conv_attrs(transpose: bool = False) -> list:
@@ -116,7 +134,8 @@ def conv_attrs(transpose: bool = False) -> list:
                   check=Each(AtLeast(1))),
              Attr("groups", INT, 1, "channel groups: group g maps its C/groups input channels "
                   "to its M/groups output channels", check=AtLeast(1)),
-             Attr("data_format", STRING, "NCHW", "layout; only NCHW (AnyLayout reads as NCHW)",
+             Attr("data_format", STRING, "NCHW", "layout of Input and Output: NCHW or NHWC "
+                  "(AnyLayout reads as NCHW); Filter is (M, C/groups, kh, kw) in both",
                   check=OneOf(*DATA_FORMATS)),
              Attr("use_cudnn", BOOLEAN, False, "GPU only; no effect here")]
     if transpose:
@@ -142,8 +161,10 @@ def _depthwise_conv2d_case(d):
     channels = d.integer(1, 3)
     inputs, attrs = _conv2d_case(d)
     x, w = inputs["Input"], inputs["Filter"]
+    n, h, width = (x.shape[0], *x.shape[1:3]) if attrs["data_format"] == "NHWC" else \
+        (x.shape[0], *x.shape[2:])
     multiplier = d.integer(1, 2)
-    inputs = {"Input": d.floats((x.shape[0], channels) + x.shape[2:]),
+    inputs = {"Input": d.floats(_in_layout(attrs["data_format"], n, channels, h, width)),
               "Filter": d.floats((channels * multiplier, 1) + w.shape[2:])}
     return inputs, {**attrs, "groups": channels}
 
@@ -170,7 +191,7 @@ def _conv2d_transpose_shape(ctx):
     x, w = ctx.input("Input"), ctx.input("Filter")
     require_float(ctx, "Input", x)
     require_same_dtype(ctx, "Input", "Filter")
-    check_nchw(ctx, "Input", x)
+    n, c, h, width = image_dims(ctx, "Input", x)
     if ctx.has_input("Bias"):
         raise ctx.error("input Bias is not supported (Paddle reads it in oneDNN kernels only): "
                         "add the bias with elementwise_add")
@@ -179,7 +200,7 @@ def _conv2d_transpose_shape(ctx):
                         f"{fmt(w.shape)}")
     check_pairs(ctx, "strides", "dilations")
     a = ctx.attrs
-    groups, n, c = a["groups"], x.shape[0], x.shape[1]
+    groups = a["groups"]
     if c >= 0 and w.shape[0] >= 0 and c != w.shape[0]:
         raise ctx.error(f"Input {fmt(x.shape)} has {c} channels but Filter {fmt(w.shape)} takes "
                         f"Filter.shape[0] = {w.shape[0]}")
@@ -193,7 +214,7 @@ def _conv2d_transpose_shape(ctx):
             raise ctx.error(f"attribute {name}={list(a[name])} must hold 2 values (height, "
                             f"width) or none, received {len(a[name])}")
     pads, dilations, out, smallest = conv_transpose_geometry(
-        x.shape[2:], w.shape[2:], a["strides"], a["paddings"], a["dilations"],
+        (h, width), w.shape[2:], a["strides"], a["paddings"], a["dilations"],
         a["padding_algorithm"], a["output_size"], a["output_padding"])
     for i, side in enumerate(("height", "width")):
         low, stride = smallest[i], a["strides"][i]
@@ -211,7 +232,7 @@ def _conv2d_transpose_shape(ctx):
             raise ctx.error(f"attribute output_padding={list(a['output_padding'])}: the {side} "
                             f"{a['output_padding'][i]} must be < max(stride {stride}, dilation "
                             f"{dilations[i]})")
-    ctx.set_output("Output", (n, w.shape[1] * groups) + out, x.dtype)
+    ctx.set_output("Output", in_layout(ctx, n, w.shape[1] * groups, *out), x.dtype)
 
 
 def _conv2d_transpose_case(d, depthwise=False):
@@ -222,14 +243,16 @@ def _conv2d_transpose_case(d, depthwise=False):
     strides, dilations = [d.integer(1, 2), d.integer(1, 2)], [d.integer(1, 2), d.integer(1, 2)]
     algorithm = d.choice(PADDING_ALGORITHMS + ("EXPLICIT",))
     paddings = [d.integer(0, 1) for _ in range(d.choice((2, 4)))]
-    x_shape = (d.integer(1, 2), channels, d.integer(2, 4), d.integer(2, 4))
+    layout = d.choice(DATA_FORMATS)
+    sides = (d.integer(2, 4), d.integer(2, 4))
+    x_shape = _in_layout(layout, d.integer(1, 2), channels, *sides)
     attrs = {"strides": strides, "paddings": paddings, "dilations": dilations,
-             "groups": groups, "padding_algorithm": algorithm}
-    pads, dils, _, smallest = conv_transpose_geometry(x_shape[2:], (kh, kw), strides, paddings,
+             "groups": groups, "padding_algorithm": algorithm, "data_format": layout}
+    pads, dils, _, smallest = conv_transpose_geometry(sides, (kh, kw), strides, paddings,
                                                       dilations, algorithm, (), ())
     if min(smallest) < 1:   # padding ate the whole output: pad nothing instead
         attrs["paddings"], attrs["padding_algorithm"] = [0, 0], "VALID"
-        _, dils, _, smallest = conv_transpose_geometry(x_shape[2:], (kh, kw), strides, [0, 0],
+        _, dils, _, smallest = conv_transpose_geometry(sides, (kh, kw), strides, [0, 0],
                                                        dilations, "VALID", (), ())
     extra = d.choice(("none", "size", "padding"))
     if extra == "size":

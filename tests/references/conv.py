@@ -20,7 +20,17 @@ def _pads_and_dilations(height, width, kh, kw, strides, paddings, dilations, alg
     return pads, dilations
 
 
-def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm):
+def _nchw(a, data_format):
+    return np.moveaxis(a, -1, 1) if data_format == "NHWC" else a
+
+
+def _in_layout(a, data_format):
+    return np.moveaxis(a, 1, -1) if data_format == "NHWC" else a
+
+
+def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+           data_format="NCHW"):
+    Input = _nchw(Input, data_format)
     _, channels, height, width = Input.shape
     out_channels, _, kh, kw = Filter.shape
     pads, dilations = _pads_and_dilations(height, width, kh, kw, strides, paddings, dilations,
@@ -40,15 +50,18 @@ def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorith
                             c:c + strides[1] * (out_w - 1) + 1:strides[1]]
                 out[:, g * out_group:(g + 1) * out_group] += np.einsum(
                     "nchw,mc->nmhw", window, wg[:, :, i, j])
-    return out
+    return _in_layout(out, data_format)
 
 
-def depthwise_conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm):
-    return conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm)
+def depthwise_conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+                     data_format):
+    return conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+                  data_format)
 
 
 def conv2d_transpose(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
-                     output_size, output_padding):
+                     output_size, output_padding, data_format):
+    Input = _nchw(Input, data_format)
     batch, channels, height, width = Input.shape
     _, per_group, kh, kw = Filter.shape
     pads, dilations = _pads_and_dilations(height, width, kh, kw, strides, paddings, dilations,
@@ -73,10 +86,11 @@ def conv2d_transpose(Input, Filter, strides, paddings, dilations, groups, paddin
                        r:r + strides[0] * (height - 1) + 1:strides[0],
                        c:c + strides[1] * (width - 1) + 1:strides[1]] += np.einsum(
                     "nchw,cm->nmhw", xg, Filter[g * in_group:(g + 1) * in_group, :, i, j])
-    return canvas[:, :, pads[0]:pads[0] + sides[0], pads[2]:pads[2] + sides[1]]
+    return _in_layout(canvas[:, :, pads[0]:pads[0] + sides[0], pads[2]:pads[2] + sides[1]],
+                      data_format)
 
 
 def depthwise_conv2d_transpose(Input, Filter, strides, paddings, dilations, groups,
-                               padding_algorithm, output_size, output_padding):
+                               padding_algorithm, output_size, output_padding, data_format):
     return conv2d_transpose(Input, Filter, strides, paddings, dilations, groups,
-                            padding_algorithm, output_size, output_padding)
+                            padding_algorithm, output_size, output_padding, data_format)
