@@ -26,6 +26,7 @@ from tape.variable import Variable
 SEEDS = range(16)
 MORE_SEEDS = {   # cases past SEEDS that show a listed Paddle bug or an export fix
     "elementwise_add": [23], "matmul_v2": [42], "pool2d": [50], "split": [38],
+    "conv2d_transpose": [32],
     **{op: [19] for op in ("equal", "not_equal", "less_than", "less_equal", "greater_than",
                            "greater_equal")},
 }
@@ -200,6 +201,11 @@ PADDLE_BUGS = [
     ("matmul_v2", ["default"], lambda ins, a: a["trans_y"] and ins["Y"].ndim >= 2 and
      ins["Y"].shape[-1] == 1 and ins["Y"].shape[-2] > 1,
      "its oneDNN kernel gives garbage for trans_y with Y of shape (..., n, 1)"),
+    *((op, ALL, lambda ins, a: any(p >= s for p, s in zip(a["output_padding"], a["strides"])),
+       "its shape rule accepts an output_padding below max(stride, dilation), but its kernels "
+       "reject one of stride or more ('Output_height and padding(padding_up, padding_down) "
+       "are inconsistent'; oneDNN: 'could not create a primitive descriptor for a "
+       "deconvolution')") for op in ("conv2d_transpose", "depthwise_conv2d_transpose")),
     ("nearest_interp_v2", ["default"], _onednn_nearest_differs,
      "its oneDNN kernel reads cell floor((k + 0.5) * in / out) for output cell k, whatever "
      "align_corners says, where its CPU kernel (and Tape) reads int(ratio * k)"),
