@@ -68,15 +68,22 @@ def _output_side(ctx, side: str, size: int, k: int, dilation: int, pad0: int, pa
     return (size + pad0 + pad1 - span) // stride + 1
 
 
-def _conv2d_shape(ctx):
+def _operands(ctx, filter_layout: str):
+    """``(Input, Filter, (N, C, H, W))`` of a convolution, checked: floating, one dtype, a 4-D
+    image in the data_format, a 4-D Filter, strides and dilations in pairs."""
     x, w = ctx.input("Input"), ctx.input("Filter")
     require_float(ctx, "Input", x)
     require_same_dtype(ctx, "Input", "Filter")
-    n, c, h, width = image_dims(ctx, "Input", x)
+    dims = image_dims(ctx, "Input", x)
     if len(w.shape) != 4:
-        raise ctx.error(f"input Filter must be 4-D (M, C/groups, kh, kw), received shape "
+        raise ctx.error(f"input Filter must be 4-D {filter_layout}, received shape "
                         f"{fmt(w.shape)}")
     check_pairs(ctx, "strides", "dilations")
+    return x, w, dims
+
+
+def _conv2d_shape(ctx):
+    x, w, (n, c, h, width) = _operands(ctx, "(M, C/groups, kh, kw)")
     a = ctx.attrs
     groups = a["groups"]
     m, group_channels, kh, kw = w.shape
@@ -188,17 +195,10 @@ for _type, _filter, _case, _doc in (
 # ---- transposed convolution ----
 
 def _conv2d_transpose_shape(ctx):
-    x, w = ctx.input("Input"), ctx.input("Filter")
-    require_float(ctx, "Input", x)
-    require_same_dtype(ctx, "Input", "Filter")
-    n, c, h, width = image_dims(ctx, "Input", x)
     if ctx.has_input("Bias"):
         raise ctx.error("input Bias is not supported (Paddle reads it in oneDNN kernels only): "
                         "add the bias with elementwise_add")
-    if len(w.shape) != 4:
-        raise ctx.error(f"input Filter must be 4-D (C, M/groups, kh, kw), received shape "
-                        f"{fmt(w.shape)}")
-    check_pairs(ctx, "strides", "dilations")
+    x, w, (n, c, h, width) = _operands(ctx, "(C, M/groups, kh, kw)")
     a = ctx.attrs
     groups = a["groups"]
     if c >= 0 and w.shape[0] >= 0 and c != w.shape[0]:
