@@ -24,10 +24,10 @@ from .wire import (
 
 # VarType.Type: the kinds of variable (the element types are in tape.dtypes)
 DENSE_TENSOR, SELECTED_ROWS, FEED_MINIBATCH, FETCH_LIST = 7, 8, 9, 10
-DENSE_TENSOR_ARRAY = 13
+STEP_SCOPES, DENSE_TENSOR_ARRAY = 11, 13
 _KIND_NAMES = {DENSE_TENSOR: "DENSE_TENSOR", SELECTED_ROWS: "SELECTED_ROWS",
                FEED_MINIBATCH: "FEED_MINIBATCH", FETCH_LIST: "FETCH_LIST",
-               DENSE_TENSOR_ARRAY: "DENSE_TENSOR_ARRAY"}
+               STEP_SCOPES: "STEP_SCOPES", DENSE_TENSOR_ARRAY: "DENSE_TENSOR_ARRAY"}
 # VarType field describing the tensor of each variable kind that has one
 _TENSOR_FIELDS = {DENSE_TENSOR: "dense_tensor", SELECTED_ROWS: "selected_rows",
                   DENSE_TENSOR_ARRAY: "tensor_array"}
@@ -146,9 +146,10 @@ class VarDesc:
             if tensor.data_type not in _ELEMENT_TYPES:
                 raise InvalidArgumentError(f"{where}: data_type {tensor.data_type} is a "
                                            f"variable kind, not an element type")
-            # Paddle writes a product with the unknown batch as a negative dim (instance_norm's
-            # SavedMean, N * C, as -C): any negative dim is unknown
-            shape, dtype = tuple(-1 if d < 0 else d for d in tensor.dims), tensor.data_type
+            if any(d < -1 for d in tensor.dims):
+                raise InvalidArgumentError(f"{where}: dims {list(tensor.dims)} must each be "
+                                           f">= 0, or -1 for unknown")
+            shape, dtype = tuple(tensor.dims), tensor.data_type
         return cls(m.name, shape, dtype, m.persistable, m.stop_gradient, kind, m.need_check_feed)
 
 

@@ -1,4 +1,5 @@
-"""batch_norm and layer_norm, forward and gradient, as fused numba loops.
+"""batch_norm and layer_norm, forward and gradient, as fused numba loops; group_norm and
+instance_norm as whole-array numpy (below).
 
 Statistics are accumulated in float64 whatever the input dtype; batch_norm sees its input as
 (outer, C, inner) — NCHW: (N, C, H*W), NHWC: (N*H*W, C, 1) — and reduces every channel in one

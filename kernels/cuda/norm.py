@@ -1,4 +1,4 @@
-"""batch_norm and layer_norm, forward and gradient, on the GPU.
+"""batch_norm, layer_norm, group_norm and instance_norm, forward and gradient, on the GPU.
 
 The kernels are the CPU ones with the device array module and with numba.cuda launches, of the
 same signatures, in place of their numba loops: the statistics and the gradient's per-channel

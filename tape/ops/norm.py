@@ -1,4 +1,5 @@
-"""Normalisation: batch_norm (per channel, over the batch) and layer_norm (per sample)."""
+"""Normalisation: batch_norm (per channel, over the batch), layer_norm (per sample), group_norm
+(per sample and group of channels) and instance_norm (per sample and channel)."""
 import math
 
 import numpy as np
