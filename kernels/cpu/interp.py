@@ -24,6 +24,12 @@ def _axis_weights(in_size, out_size, ratio, method, align_corners, align_mode, d
     on its outputs, bit for bit."""
     k = np.arange(out_size)
     at_k = ratio * k.astype(np.float32)                # float32, as ratio * k in C++
+    if out_size and int(at_k[-1]) >= in_size:
+        # a scale given with an output size too large for it (Paddle reads past the input)
+        raise InvalidArgumentError(
+            f"{method}_interp_v2: output cell {out_size - 1} of {out_size} reads input cell "
+            f"{int(at_k[-1])} at the step {float(ratio)} of the given scale, past the input's "
+            f"{in_size} cells: expected an output size of at most about input * scale")
     # float32 weights (Paddle's), summed in float64 where two taps read one cell
     weights = np.zeros((out_size, in_size))
     if method == "nearest":
