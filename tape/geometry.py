@@ -1,5 +1,6 @@
-"""Shape geometry that shape rules (tape/ops) and kernels both compute: convolution and pooling
-paddings and output sides, Paddle's elementwise broadcast alignment, unsqueeze's inserted axes.
+"""Shape geometry that shape rules (tape/ops) and kernels both compute: convolution (and
+transposed convolution) and pooling paddings and output sides, interpolation output sizes and
+steps, Paddle's elementwise broadcast alignment, unsqueeze's inserted axes.
 
 It lives in the core, apart from the op definitions, so that a kernel and its op's shape rule
 agree by construction while kernels import nothing from ``tape.ops``. Pure functions of shapes
