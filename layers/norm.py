@@ -1,4 +1,5 @@
-"""BatchNorm and LayerNorm: normalisation layers over Paddle's batch_norm and layer_norm ops."""
+"""BatchNorm, LayerNorm, GroupNorm and InstanceNorm2D: normalisation layers over Paddle's
+batch_norm, layer_norm, group_norm and instance_norm ops."""
 from __future__ import annotations
 
 import math
@@ -133,3 +134,89 @@ class LayerNorm(Layer):
 
     def __repr__(self):
         return f"LayerNorm({list(self.normalized_shape)}, epsilon={self.epsilon})"
+
+
+class GroupNorm(Layer):
+    """Group normalisation: each sample's channels in ``num_groups`` groups, each group
+    normalised over its channels and positions, then scaled and shifted per channel.
+
+    ``y = (x - mean_g) / sqrt(var_g + epsilon) * weight[c] + bias[c]``, the same in training
+    and eval.
+
+    Args:
+        num_groups: G, which must divide num_channels.
+        num_channels: C, the size of x's channel axis.
+        epsilon: added to the variance.
+        data_format: ``"NCHW"`` (channels at axis 1) or ``"NHWC"`` (channels last).
+        dtype: floating dtype of the parameters and of the x it takes.
+
+    Shapes: x of rank 2-5 -> y of the same shape. Parameters: ``weight`` (C,), ones, and
+    ``bias`` (C,), zeros (``group_norm_0.w_0``, ``group_norm_0.b_0``). Each call adds one
+    ``group_norm`` op.
+
+    >>> GroupNorm(2, 4)(tape.Variable(np.random.rand(3, 4, 5, 5).astype(np.float32))).shape
+    (3, 4, 5, 5)
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, epsilon: float = 1e-5,
+                 data_format: str = "NCHW", dtype="float32"):
+        code = float_dtype("GroupNorm", dtype)
+        if num_groups < 1 or num_channels % num_groups or data_format not in ("NCHW", "NHWC"):
+            raise InvalidArgumentError(
+                f"GroupNorm: expected num_groups >= 1 dividing num_channels and data_format "
+                f"'NCHW' or 'NHWC', received num_groups={num_groups}, "
+                f"num_channels={num_channels}, data_format={data_format!r}")
+        self.num_groups, self.num_channels, self.epsilon = num_groups, num_channels, epsilon
+        self.data_format = data_format
+        prefix = unique_name("group_norm")
+        self.weight = constant(f"{prefix}.w_0", (num_channels,), code, 1.0)
+        self.bias = constant(f"{prefix}.b_0", (num_channels,), code, 0.0)
+
+    def __call__(self, x: Variable) -> Variable:
+        axis = 1 if self.data_format == "NCHW" else len(x.shape) - 1
+        if not 2 <= len(x.shape) <= 5 or x.shape[axis] not in (self.num_channels, -1):
+            raise InvalidArgumentError(
+                f"GroupNorm: expected x of rank 2-5 with {self.num_channels} channels "
+                f"({self.data_format}), received shape {tuple(x.shape)}")
+        return tape.ops.group_norm(x, self.weight, self.bias, groups=self.num_groups,
+                                   epsilon=self.epsilon, data_layout=self.data_format)
+
+    def __repr__(self):
+        return (f"GroupNorm({self.num_groups}, {self.num_channels}, epsilon={self.epsilon}, "
+                f"data_format={self.data_format!r})")
+
+
+class InstanceNorm2D(Layer):
+    """Instance normalisation of NCHW images: each (sample, channel) normalised over its
+    positions, then scaled and shifted per channel, the same in training and eval.
+
+    ``y = (x - mean) / sqrt(var + epsilon) * weight[c] + bias[c]``.
+
+    Args:
+        num_features: C, the channels of x.
+        epsilon: added to the variance.
+        dtype: floating dtype of the parameters and of the x it takes.
+
+    Shapes: x (N, C, H, W) -> y of the same shape. Parameters: ``weight`` (C,), ones, and
+    ``bias`` (C,), zeros (``instance_norm_0.w_0``, ``instance_norm_0.b_0``). Each call adds
+    one ``instance_norm`` op.
+
+    >>> InstanceNorm2D(3)(tape.Variable(np.random.rand(2, 3, 4, 4).astype(np.float32))).shape
+    (2, 3, 4, 4)
+    """
+
+    def __init__(self, num_features: int, epsilon: float = 1e-5, dtype="float32"):
+        code = float_dtype("InstanceNorm2D", dtype)
+        self.num_features, self.epsilon = num_features, epsilon
+        prefix = unique_name("instance_norm")
+        self.weight = constant(f"{prefix}.w_0", (num_features,), code, 1.0)
+        self.bias = constant(f"{prefix}.b_0", (num_features,), code, 0.0)
+
+    def __call__(self, x: Variable) -> Variable:
+        if len(x.shape) != 4 or x.shape[1] not in (self.num_features, -1):
+            raise InvalidArgumentError(f"InstanceNorm2D: expected x of shape (N, "
+                                       f"{self.num_features}, H, W), received {tuple(x.shape)}")
+        return tape.ops.instance_norm(x, self.weight, self.bias, epsilon=self.epsilon)
+
+    def __repr__(self):
+        return f"InstanceNorm2D({self.num_features}, epsilon={self.epsilon})"

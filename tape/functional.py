@@ -32,10 +32,11 @@ from .variable import Variable, as_variable
 
 __all__ = [
     "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "concat", "conv2d", "cross_entropy", "dropout", "embedding", "gelu", "kl_div", "l1_loss",
-    "layer_norm", "linear", "log_softmax", "logsumexp", "max_pool2d", "mse_loss", "nll_loss",
-    "one_hot", "pad", "pick", "pick_neg_log_softmax", "relu", "sigmoid", "smooth_l1_loss",
-    "softmax", "split", "stack", "tanh",
+    "concat", "conv2d", "conv2d_transpose", "cross_entropy", "dropout", "embedding", "gelu",
+    "group_norm", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "linear",
+    "log_softmax", "logsumexp", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad", "pick",
+    "pick_neg_log_softmax", "relu", "sigmoid", "smooth_l1_loss", "softmax", "split", "stack",
+    "tanh",
 ]
 
 
@@ -352,3 +353,122 @@ def argsort(x: Variable, axis: int = -1, descending: bool = False,
             stable: bool = False) -> Variable:
     """The int64 positions that sort ``x`` along ``axis`` (equal values in index order)."""
     return ops.argsort(x, axis=axis, descending=descending, stable=stable)[1]
+
+
+# ---- transposed convolution, group and instance normalisation, resizing ----
+
+def conv2d_transpose(x: Variable, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1, output_size=None) -> Variable:
+    """The transposed 2-D convolution (the adjoint of ``conv2d``) of NCHW ``x`` by ``weight``
+    (C, M / groups, kh, kw), plus ``bias`` (M,): H_out = (H - 1) * stride - pad_top - pad_bottom
+    + dilation * (kh - 1) + 1 + output_padding, or ``output_size`` (h, w) when given. Records
+    ``depthwise_conv2d_transpose`` when groups = C = M (C > 1), as Paddle does.
+
+    >>> F.conv2d_transpose(x, w, stride=2).shape    # x (N, 4, 8, 8), w (4, 6, 3, 3)
+    (N, 6, 17, 17)
+    """
+    fn = "conv2d_transpose"
+    w = as_variable(weight, like=x)
+    attrs = {"strides": _pair(fn, "stride", stride), "dilations": _pair(fn, "dilation", dilation),
+             "groups": groups, **_padding(fn, padding)}
+    if output_size is not None:
+        attrs["output_size"] = _pair(fn, "output_size", output_size)
+    elif output_padding:
+        attrs["output_padding"] = _pair(fn, "output_padding", output_padding)
+    channels, out_channels = x.shape[1], w.shape[1] * groups
+    depthwise = groups == channels == out_channels and channels != 1
+    y = (ops.depthwise_conv2d_transpose if depthwise else ops.conv2d_transpose)(x, w, **attrs)
+    return y if bias is None else ops.elementwise_add(y, as_variable(bias, like=x), axis=1)
+
+
+def group_norm(x: Variable, num_groups: int, epsilon: float = 1e-5, weight=None, bias=None,
+               data_format: str = "NCHW") -> Variable:
+    """Each sample's channels in ``num_groups`` groups, each group normalised over its channels
+    and positions: ``(x - mean) / sqrt(var + epsilon) * weight[c] + bias[c]``; channels at axis
+    1 (``"NCHW"``) or last (``"NHWC"``)."""
+    scale, shift = (None if v is None else as_variable(v, like=x) for v in (weight, bias))
+    return ops.group_norm(x, scale, shift, groups=num_groups, epsilon=epsilon,
+                          data_layout=data_format)
+
+
+_CHANNELS_FIRST = ("NC", "NCL", "NCHW", "NCDHW")
+
+
+def instance_norm(x: Variable, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.9, eps: float = 1e-5,
+                  data_format: str = "NCHW") -> Variable:
+    """Each (sample, channel) of channels-first ``x`` normalised over its positions:
+    ``(x - mean) / sqrt(var + eps) * weight[c] + bias[c]``. Paddle's running statistics
+    (``running_mean``, ``running_var``, ``use_input_stats=False``) are not supported."""
+    if running_mean is not None or running_var is not None or not use_input_stats or \
+            data_format not in _CHANNELS_FIRST:
+        raise InvalidArgumentError(
+            f"instance_norm: expected the input's own statistics (no running_mean or "
+            f"running_var, use_input_stats=True) and a channels-first data_format in "
+            f"{list(_CHANNELS_FIRST)}, received running_mean={running_mean is not None}, "
+            f"running_var={running_var is not None}, use_input_stats={use_input_stats}, "
+            f"data_format={data_format!r}")
+    scale, shift = (None if v is None else as_variable(v, like=x) for v in (weight, bias))
+    return ops.instance_norm(x, scale, shift, epsilon=eps)
+
+
+_INTERP_MODES = {"nearest": "nearest_interp_v2", "bilinear": "bilinear_interp_v2"}
+
+
+def _tensor_values(v: Variable):
+    """A size or scale Variable's values, read now in eager mode (the op then takes them as
+    attributes, and its output shape is known); None while tracing, where the program reads
+    them when it runs."""
+    return None if get_global_tape().tracing else v.numpy().reshape(-1).tolist()
+
+
+def _interp_size(size, x: Variable) -> dict:
+    """The inputs or attributes of an interp op for ``size``: (h, w) ints (attributes), a list
+    holding Variables (SizeTensor), or an int Variable of 2 values (OutSize)."""
+    if isinstance(size, Variable):
+        values = _tensor_values(size)
+        if values is None:
+            return {"OutSize": size}
+        size = values
+    size = list(size) if isinstance(size, (list, tuple)) else []
+    if len(size) != 2:
+        raise InvalidArgumentError(f"interpolate: size must be (height, width) or a Variable "
+                                   f"of 2 ints, received {size!r}")
+    if get_global_tape().tracing and any(isinstance(s, Variable) for s in size):
+        return {"SizeTensor": [s if isinstance(s, Variable) else
+                               Variable(np.array([s], np.int32), place=x.place) for s in size]}
+    size = [_tensor_values(s)[0] if isinstance(s, Variable) else s for s in size]
+    return {"out_h": int(size[0]), "out_w": int(size[1])}
+
+
+def interpolate(x: Variable, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners: bool = False, align_mode: int = 0,
+                data_format: str = "NCHW") -> Variable:
+    """4-D ``x`` resized to ``size`` (h, w), or its sides times ``scale_factor`` (a number, (h,
+    w), or a float Variable), by ``mode`` ``"nearest"`` or ``"bilinear"``, as Paddle's
+    F.interpolate (``nearest_interp_v2`` / ``bilinear_interp_v2``).
+
+    >>> F.interpolate(x, scale_factor=2, mode="bilinear").shape    # x (N, C, 8, 8)
+    (N, C, 16, 16)
+    """
+    if mode not in _INTERP_MODES or (size is None) == (scale_factor is None) or \
+            align_corners and mode == "nearest":
+        raise InvalidArgumentError(
+            f"interpolate: expected mode in {list(_INTERP_MODES)}, exactly one of size and "
+            f"scale_factor, and align_corners only with bilinear; received mode={mode!r}, "
+            f"size={size!r}, scale_factor={scale_factor!r}, align_corners={align_corners}")
+    attrs = {"interp_method": mode, "align_corners": align_corners, "align_mode": align_mode,
+             "data_layout": data_format, "out_h": -1, "out_w": -1}
+    inputs = {}
+    if size is not None:
+        for key, value in _interp_size(size, x).items():
+            (inputs if key[0].isupper() else attrs)[key] = value
+    elif isinstance(scale_factor, Variable) and _tensor_values(scale_factor) is None:
+        inputs["Scale"] = scale_factor
+    else:
+        if isinstance(scale_factor, Variable):
+            scale_factor = _tensor_values(scale_factor)
+        scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else \
+            [scale_factor]
+        attrs["scale"] = [float(s) for s in scales * (2 if len(scales) == 1 else 1)]
+    return getattr(ops, _INTERP_MODES[mode])(x, **inputs, **attrs)

@@ -1,6 +1,6 @@
-"""Shape geometry that shape rules (tape/ops) and kernels both compute: convolution and pooling
-paddings and output sides, pooling windows, Paddle's elementwise broadcast alignment,
-unsqueeze's inserted axes.
+"""Shape geometry that shape rules (tape/ops) and kernels both compute: convolution (and
+transposed convolution) and pooling paddings and output sides, pooling windows, interpolation
+output sizes and steps, Paddle's elementwise broadcast alignment, unsqueeze's inserted axes.
 
 It lives in the core, apart from the op definitions, so that a kernel and its op's shape rule
 agree by construction while kernels import nothing from ``tape.ops``. Pure functions of shapes
@@ -46,6 +46,32 @@ def conv_geometry(x_shape, w_shape, strides, paddings, dilations, algorithm):
     return pads, (dh, dw), out_h, out_w
 
 
+def conv_transpose_geometry(in_hw, ksize, strides, paddings, dilations, algorithm,
+                            output_size, output_padding):
+    """``(pads, dilations, out_hw, smallest_hw)`` of a transposed convolution, as Paddle's
+    ConvTransposeInferMeta computes them.
+
+    The padding rule is the convolution's, applied to the *input* sides ``in_hw``. Each output
+    side is ``(in - 1) * stride - pad_sum + dilation * (k - 1) + 1`` (``smallest_hw``), plus
+    ``output_padding`` when given, or ``output_size`` itself when given (which must lie in
+    ``[smallest, smallest + stride)``: the shape rule checks). -1 where an input side is unknown.
+    """
+    pads, dilations = resolve_paddings(in_hw, ksize, strides, paddings, dilations, algorithm)
+    out, smallest = [], []
+    for i, (size, k, s, d) in enumerate(zip(in_hw, ksize, strides, dilations)):
+        pad0, pad1 = pads[2 * i], pads[2 * i + 1]
+        low = -1 if size < 0 or k < 0 or pad0 < 0 else \
+            (size - 1) * s - pad0 - pad1 + d * (k - 1) + 1
+        smallest.append(low)
+        if output_size:
+            out.append(output_size[i])
+        elif low < 0:
+            out.append(-1)
+        else:
+            out.append(low + (output_padding[i] if output_padding else 0))
+    return pads, tuple(dilations), tuple(out), tuple(smallest)
+
+
 def pool_geometry(in_hw, ksize, strides, paddings, algorithm, global_pooling, adaptive,
                   ceil_mode):
     """``(ksize, (top, bottom, left, right), (out_h, out_w))`` as Paddle's pool2d computes them.
@@ -69,6 +95,45 @@ def pool_geometry(in_hw, ksize, strides, paddings, algorithm, global_pooling, ad
         else:
             out.append((size + pad0 + pad1 - k + (s - 1 if ceil_mode else 0)) // s + 1)
     return tuple(ksize), pads, tuple(out)
+
+
+def interp_output_size(in_hw, out_hw, scale, scale_tensor=None, out_size=None,
+                       size_tensor=None):
+    """``((out_h, out_w), (scale_h, scale_w))`` of Paddle's 2-D interpolation (interp_v2).
+
+    First of: the SizeTensor values; else OutSize's values; else the sides scaled by the Scale
+    tensor's values (one for both sides, or two) or by the ``scale`` attribute (two values; one
+    alone is ignored, as in Paddle); else ``out_hw``. Scales are float32 and a scaled side is
+    ``int(float32(in) * scale)``, Paddle's arithmetic; a scale is -1 where none applies. Sides
+    are -1 where an input side is unknown.
+    """
+    if size_tensor:
+        return (int(size_tensor[0]), int(size_tensor[1])), (-1.0, -1.0)
+    scales = (-1.0, -1.0)
+    if scale_tensor is not None:
+        values = [float(np.float32(v)) for v in scale_tensor]
+        scales = (values[0], values[1] if len(values) > 1 else values[0])
+    elif len(scale) > 1:
+        scales = (float(np.float32(scale[0])), float(np.float32(scale[1])))
+    if out_size is not None:
+        return (int(out_size[0]), int(out_size[1])), scales
+    if scales[0] > 0 and scales[1] > 0:
+        out_hw = tuple(-1 if side < 0 else int(np.float32(side) * np.float32(s))
+                       for side, s in zip(in_hw, scales))
+    return tuple(out_hw), scales
+
+
+def interp_ratio(in_size: int, out_size: int, scale: float, align_corners: bool) -> np.float32:
+    """The float32 step, in input cells per output cell, of Paddle's interpolation along one
+    axis: ``(in - 1) / (out - 1)`` with align_corners, else ``1 / scale`` when a scale applies,
+    else ``in / out``; 0 for an output of one cell."""
+    if out_size <= 1:
+        return np.float32(0.0)
+    if align_corners:
+        return np.float32(in_size - 1) / np.float32(out_size - 1)
+    if scale > 0:
+        return np.float32(1.0 / scale)
+    return np.float32(in_size) / np.float32(out_size)
 
 
 def align_shapes(x_shape, y_shape, axis: int):

@@ -22,35 +22,50 @@ _SCRIPT = """
         main = paddle.static.Program()
         with paddle.static.program_guard(main, paddle.static.Program()):
             block, feed, ins = main.global_block(), {}, {}
-            for slot in slots:
-                value = data[f"{name}/{slot}"]
-                ins[slot] = paddle.static.data(f"{name}.{slot}", value.shape, str(value.dtype))
-                ins[slot].stop_gradient = slot not in wrt
-                feed[ins[slot].name] = value
+            for slot, count in slots.items():   # count: of a duplicable slot's arrays
+                keys = [slot] if count is None else [f"{slot}.{i}" for i in range(count)]
+                holders = []
+                for key in keys:
+                    value = data[f"{name}/{key}"]
+                    holders.append(paddle.static.data(f"{name}.{key}", value.shape,
+                                                      str(value.dtype)))
+                    holders[-1].stop_gradient = slot not in wrt
+                    feed[holders[-1].name] = value
+                ins[slot] = holders[0] if count is None else holders
             outs = {slot: block.create_var(name=f"{name}.{slot}") for slot in outputs}
             block.append_op(type=op_type, inputs=ins, outputs=outs, attrs=attrs)
             fetch = list(outs.values())
             if wrt:
                 dout = data[f"{name}/dOut"]
                 feed[f"{name}.dOut"] = dout
-                fetch += paddle.static.gradients(
-                    [outs["Out"]], [ins[s] for s in wrt],
-                    [paddle.static.data(f"{name}.dOut", dout.shape, str(dout.dtype))])
+                # the cotangent is declared with the target's compile-time shape (sides given
+                # by tensors are unknown there), which gradients() requires, and fed unchecked
+                target = outs[outputs[0]]
+                cotangent = paddle.static.data(f"{name}.dOut", target.shape, str(dout.dtype))
+                cotangent.desc.set_need_check_feed(False)
+                fetch += paddle.static.gradients([target], [ins[s] for s in wrt], [cotangent])
         values = exe.run(main, feed=feed, fetch_list=fetch)
         for key, value in zip(outputs + ["d" + s for s in wrt], values):
-            results[f"{name}/{key}"] = value
+            if np.asarray(value).dtype != object:   # not an array: a var Paddle never wrote
+                results[f"{name}/{key}"] = value
     np.savez(sys.argv[3], **results)
 """
 
 
 def paddle_op_results(tmp, cases: dict) -> dict:
     """``{name: {output slot or "d<Slot>": array}}`` for ``cases`` = ``{name: (op type,
-    {slot: array}, [output slots], attrs, [input slots to differentiate], cotangent of Out or
-    None)}``, computed by Paddle; ``tmp`` is a scratch directory (a pathlib.Path)."""
+    {slot: array, or a list of arrays for a duplicable slot}, [output slots], attrs, [input
+    slots to differentiate], cotangent of the first output slot or None)}``, computed by
+    Paddle; ``tmp`` is a scratch directory (a pathlib.Path)."""
     arrays, spec = {}, {}
     for name, (op_type, inputs, outputs, attrs, wrt, dout) in cases.items():
-        spec[name] = (op_type, list(inputs), list(outputs), attrs, list(wrt))
-        arrays.update({f"{name}/{slot}": np.asarray(value) for slot, value in inputs.items()})
+        spec[name] = (op_type, {slot: len(v) if isinstance(v, list) else None
+                                for slot, v in inputs.items()}, list(outputs), attrs, list(wrt))
+        for slot, value in inputs.items():
+            if isinstance(value, list):    # a duplicable slot
+                arrays.update({f"{name}/{slot}.{i}": np.asarray(v) for i, v in enumerate(value)})
+            else:
+                arrays[f"{name}/{slot}"] = np.asarray(value)
         if wrt:
             arrays[f"{name}/dOut"] = dout
     (tmp / "spec.json").write_text(json.dumps(spec))

@@ -1,4 +1,10 @@
-"""conv2d and its gradient: im2col / col2im in numba around BLAS GEMMs.
+"""conv2d, depthwise_conv2d, conv2d_transpose, depthwise_conv2d_transpose and their gradients:
+im2col / col2im in numba around BLAS GEMMs.
+
+A transposed convolution is the adjoint of a convolution, so the three products of a convolution
+(``_convolve``, ``_input_grad``, ``_filter_grad``) serve both: its forward is a convolution's
+input gradient, and its gradients are a convolution and a convolution's filter gradient, all on
+the tap table of the convolution that maps Output-sized images to Input-sized ones.
 
 The column matrix is (C * kh * kw, N, H_out * W_out): a row per (channel, kernel tap), so a
 group's rows are one contiguous block and ``W (M, C * kh * kw) @ columns`` is one GEMM per
@@ -16,7 +22,7 @@ import functools
 
 import numpy as np
 
-from tape.geometry import conv_geometry
+from tape.geometry import conv_geometry, conv_transpose_geometry
 from tape.registry import kernel
 
 from ..jit import njit
@@ -106,37 +112,118 @@ def _matmul_groups(groups, out, a, b, transpose_a=False, transpose_b=False):
     return out
 
 
-@kernel("conv2d")
-def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm):
-    taps, out_h, out_w = _plan(Input.shape, Filter.shape, strides, paddings, dilations,
-                               padding_algorithm)
-    batch, out_channels = Input.shape[0], Filter.shape[0]
-    cols = _columns(Input, taps)
-    out = _matmul_groups(groups, np.empty((out_channels, cols.shape[1]), Input.dtype),
-                         Filter.reshape(out_channels, -1), cols)
+@functools.lru_cache(maxsize=256)
+def _transpose_plan(x_shape, w_shape, strides, paddings, dilations, padding_algorithm,
+                    output_size, output_padding):
+    """``(taps, out_h, out_w)`` of a transposed convolution: the tap table of the convolution
+    from its (out_h, out_w) Output to its Input's sides."""
+    (height, width), (kh, kw) = x_shape[2:], w_shape[2:]
+    pads, (dh, dw), (out_h, out_w), _ = conv_transpose_geometry(
+        (height, width), (kh, kw), strides, paddings, dilations, padding_algorithm, output_size,
+        output_padding)
+    return (_taps(out_h, out_w, kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2],
+                  height, width), out_h, out_w)
+
+
+def _channels_first(a):
+    """(N, M, ...) -> the (M, N * P) layout of a convolution GEMM's output."""
+    batch, channels = a.shape[:2]
+    return np.ascontiguousarray(a.reshape(batch, channels, -1).transpose(1, 0, 2)).reshape(
+        channels, -1)
+
+
+def _convolve(images, weights, taps, groups, out_hw):
+    """The convolution of (N, C, H, W) ``images`` by ``weights`` (M, C/groups * T): (N, M,
+    out_h, out_w)."""
+    batch, out_channels = images.shape[0], weights.shape[0]
+    cols = _columns(images, taps)
+    out = _matmul_groups(groups, np.empty((out_channels, cols.shape[1]), images.dtype), weights,
+                         cols)
     # (M, N, P) -> (N, M, P): the one copy that puts the result in NCHW order
     out = np.ascontiguousarray(out.reshape(out_channels, batch, -1).transpose(1, 0, 2))
-    return out.reshape(batch, out_channels, out_h, out_w)
+    return out.reshape((batch, out_channels) + tuple(out_hw))
+
+
+def _input_grad(weights, dout, taps, groups, image_shape):
+    """The gradient of a convolution with respect to its ``image_shape`` images: col2im of
+    ``weights.T @ dout`` (``dout`` in the (M, N * P) layout)."""
+    d_cols = np.empty((image_shape[1] * taps.shape[0], dout.shape[1]), dout.dtype)
+    _matmul_groups(groups, d_cols, weights, dout, transpose_a=True)
+    d_input = np.empty(image_shape, dout.dtype)
+    _col2im(d_cols.reshape(d_cols.shape[0], image_shape[0], -1), taps, d_input)
+    return d_input
+
+
+def _filter_grad(images, dout, taps, groups, filter_shape):
+    """The gradient of a convolution of ``images`` with respect to its filter: ``dout`` (M,
+    N * P) @ the columns of ``images``."""
+    out_channels, group_channels, kh, kw = filter_shape
+    d_filter = np.empty((out_channels, group_channels * kh * kw), dout.dtype)
+    return _matmul_groups(groups, d_filter, dout, _columns(images, taps),
+                          transpose_b=True).reshape(filter_shape)
+
+
+def _nchw(a, data_format):
+    """An NHWC image batch as an NCHW view (NCHW and AnyLayout as they are)."""
+    return a.transpose(0, 3, 1, 2) if data_format == "NHWC" else a
+
+
+def _in_layout(a, data_format):
+    """An NCHW result in the op's data_format (contiguous)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if data_format == "NHWC" else a
+
+
+@kernel("conv2d")
+@kernel("depthwise_conv2d")
+def conv2d(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+           data_format):
+    x = _nchw(Input, data_format)
+    taps, out_h, out_w = _plan(x.shape, Filter.shape, strides, paddings, dilations,
+                               padding_algorithm)
+    out = _convolve(x, Filter.reshape(Filter.shape[0], -1), taps, groups, (out_h, out_w))
+    return _in_layout(out, data_format)
 
 
 @kernel("conv2d_grad")
+@kernel("depthwise_conv2d_grad")
 def conv2d_grad(Input, Filter, dOutput, strides, paddings, dilations, groups,
-                padding_algorithm, wants):
-    taps, _, _ = _plan(Input.shape, Filter.shape, strides, paddings, dilations,
-                       padding_algorithm)
-    batch, out_channels = Input.shape[0], Filter.shape[0]
-    # (N, M, P) -> (M, N * P), the layout of the forward GEMM's output
-    dout = np.ascontiguousarray(dOutput.reshape(batch, out_channels, -1).transpose(1, 0, 2))
-    dout = dout.reshape(out_channels, -1)
-    weights = Filter.reshape(out_channels, -1)
+                padding_algorithm, data_format, wants):
+    x = _nchw(Input, data_format)
+    taps, _, _ = _plan(x.shape, Filter.shape, strides, paddings, dilations, padding_algorithm)
+    dout = _channels_first(_nchw(dOutput, data_format))
     d_input = d_filter = None
     if "Filter@GRAD" in wants:
-        d_filter = _matmul_groups(groups, np.empty(weights.shape, Filter.dtype), dout,
-                                  _columns(Input, taps), transpose_b=True)
-        d_filter = d_filter.reshape(Filter.shape)
+        d_filter = _filter_grad(x, dout, taps, groups, Filter.shape)
     if "Input@GRAD" in wants:
-        d_cols = np.empty((Input.shape[1] * taps.shape[0], dout.shape[1]), Input.dtype)
-        _matmul_groups(groups, d_cols, weights, dout, transpose_a=True)
-        d_input = np.empty(Input.shape, Input.dtype)
-        _col2im(d_cols.reshape(d_cols.shape[0], batch, -1), taps, d_input)
+        d_input = _in_layout(_input_grad(Filter.reshape(Filter.shape[0], -1), dout, taps,
+                                         groups, x.shape), data_format)
+    return d_input, d_filter
+
+
+@kernel("conv2d_transpose")
+@kernel("depthwise_conv2d_transpose")
+def conv2d_transpose(Input, Filter, strides, paddings, dilations, groups, padding_algorithm,
+                     output_size, output_padding, data_format):
+    x = _nchw(Input, data_format)
+    taps, out_h, out_w = _transpose_plan(x.shape, Filter.shape, strides, paddings, dilations,
+                                         padding_algorithm, output_size, output_padding)
+    image_shape = (x.shape[0], Filter.shape[1] * groups, out_h, out_w)
+    out = _input_grad(Filter.reshape(Filter.shape[0], -1), _channels_first(x), taps, groups,
+                      image_shape)
+    return _in_layout(out, data_format)
+
+
+@kernel("conv2d_transpose_grad")
+@kernel("depthwise_conv2d_transpose_grad")
+def conv2d_transpose_grad(Input, Filter, dOutput, strides, paddings, dilations, groups,
+                          padding_algorithm, output_size, output_padding, data_format, wants):
+    x, dout = _nchw(Input, data_format), _nchw(dOutput, data_format)
+    taps, _, _ = _transpose_plan(x.shape, Filter.shape, strides, paddings, dilations,
+                                 padding_algorithm, output_size, output_padding)
+    d_input = d_filter = None
+    if "Input@GRAD" in wants:
+        d_input = _in_layout(_convolve(dout, Filter.reshape(Filter.shape[0], -1), taps, groups,
+                                       x.shape[2:]), data_format)
+    if "Filter@GRAD" in wants:
+        d_filter = _filter_grad(dout, _channels_first(x), taps, groups, Filter.shape)
     return d_input, d_filter

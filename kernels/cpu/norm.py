@@ -1,4 +1,5 @@
-"""batch_norm and layer_norm, forward and gradient, as fused numba loops.
+"""batch_norm and layer_norm, forward and gradient, as fused numba loops; group_norm and
+instance_norm as whole-array numpy (below).
 
 Statistics are accumulated in float64 whatever the input dtype; batch_norm sees its input as
 (outer, C, inner) — NCHW: (N, C, H*W), NHWC: (N*H*W, C, 1) — and reduces every channel in one
@@ -224,3 +225,91 @@ def layer_norm_grad(X, Scale, dY, epsilon, begin_norm_axis, wants):
     return (dx.reshape(X.shape) if want_dx else None,
             dscale.astype(X.dtype) if "Scale@GRAD" in wants else None,
             dbias.astype(X.dtype) if "Bias@GRAD" in wants else None)
+
+
+# ---- group_norm and instance_norm: (N, groups, channels per group, positions) ----
+# numpy in float64: each is a few whole-array passes that BLAS-free numpy already streams; the
+# same code runs on the GPU with cupy.
+
+def _grouped(a, groups, channels_last):
+    """``a`` (N, C, ...) or (N, ..., C) as float64 (N, groups, C / groups, positions)."""
+    if channels_last:
+        a = np.moveaxis(a, -1, 1)
+    return a.astype(np.float64).reshape(a.shape[0], groups, a.shape[1] // groups, -1)
+
+
+def _ungrouped(a, shape, channels_last, dtype):
+    """The inverse of ``_grouped``: ``a`` back in ``shape`` and ``dtype``."""
+    if channels_last:
+        a = np.moveaxis(a.reshape((shape[0], shape[-1]) + tuple(shape[1:-1])), 1, -1)
+    return np.ascontiguousarray(a.reshape(shape).astype(dtype))
+
+
+def _group_statistics(x, epsilon):
+    """Per (sample, group) of grouped ``x``: mean, biased variance, 1 / sqrt(var + epsilon)
+    (two passes: no cancellation when the mean is large against the spread)."""
+    mean = x.mean(axis=(2, 3), keepdims=True)
+    variance = np.square(x - mean).mean(axis=(2, 3), keepdims=True)
+    return mean, variance, 1.0 / np.sqrt(variance + epsilon)
+
+
+def _per_channel(vector, groups, channels, fill):
+    """An optional (C,) vector as float64 (1, groups, C / groups, 1), ``fill`` if absent."""
+    if vector is None:
+        return np.full((1, groups, channels // groups, 1), fill)
+    return vector.astype(np.float64).reshape(1, groups, -1, 1)
+
+
+def _normalise_groups(X, Scale, Bias, groups, epsilon, channels_last):
+    """``(Y, mean, variance, inv_std)``, the statistics (N, groups) in X's dtype."""
+    channels = X.shape[-1] if channels_last else X.shape[1]
+    x = _grouped(X, groups, channels_last)
+    mean, variance, inv_std = _group_statistics(x, epsilon)
+    y = (x - mean) * inv_std * _per_channel(Scale, groups, channels, 1.0) + \
+        _per_channel(Bias, groups, channels, 0.0)
+    stats = [s.reshape(X.shape[0], groups).astype(X.dtype) for s in (mean, variance, inv_std)]
+    return (_ungrouped(y, X.shape, channels_last, X.dtype), *stats)
+
+
+def _normalise_groups_grad(X, Scale, dY, groups, epsilon, channels_last, wants):
+    """``(dX, dScale, dBias)`` as asked in ``wants``: with xhat the normalised x and g = dY *
+    Scale, dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)) per group; the statistics are
+    recomputed in float64 from X (the saved ones are rounded to X's dtype)."""
+    channels = X.shape[-1] if channels_last else X.shape[1]
+    x, dy = _grouped(X, groups, channels_last), _grouped(dY, groups, channels_last)
+    mean, _, inv_std = _group_statistics(x, epsilon)
+    xhat = (x - mean) * inv_std
+    dx = dscale = dbias = None
+    if "X@GRAD" in wants:
+        g = dy * _per_channel(Scale, groups, channels, 1.0)
+        dx = inv_std * (g - g.mean(axis=(2, 3), keepdims=True)
+                        - xhat * (g * xhat).mean(axis=(2, 3), keepdims=True))
+        dx = _ungrouped(dx, X.shape, channels_last, X.dtype)
+    if "Scale@GRAD" in wants:
+        dscale = (dy * xhat).sum(axis=(0, 3)).reshape(-1).astype(X.dtype)
+    if "Bias@GRAD" in wants:
+        dbias = dy.sum(axis=(0, 3)).reshape(-1).astype(X.dtype)
+    return dx, dscale, dbias
+
+
+@kernel("group_norm")
+def group_norm(X, Scale, Bias, epsilon, groups, data_layout):
+    y, mean, variance, _ = _normalise_groups(X, Scale, Bias, groups, epsilon,
+                                             data_layout == "NHWC")
+    return y, mean, variance
+
+
+@kernel("group_norm_grad")
+def group_norm_grad(X, Scale, dY, epsilon, groups, data_layout, wants):
+    return _normalise_groups_grad(X, Scale, dY, groups, epsilon, data_layout == "NHWC", wants)
+
+
+@kernel("instance_norm")
+def instance_norm(X, Scale, Bias, epsilon):
+    y, mean, _, inv_std = _normalise_groups(X, Scale, Bias, X.shape[1], epsilon, False)
+    return y, mean.reshape(-1), inv_std.reshape(-1)
+
+
+@kernel("instance_norm_grad")
+def instance_norm_grad(X, Scale, dY, epsilon, wants):
+    return _normalise_groups_grad(X, Scale, dY, X.shape[1], epsilon, False, wants)

@@ -1,4 +1,5 @@
-"""conv2d and its gradient on the GPU: im2col / col2im in numba.cuda around cuBLAS GEMMs.
+"""The convolutions (conv2d, depthwise_conv2d and their transposes) and their gradients on the
+GPU: im2col / col2im in numba.cuda around cuBLAS GEMMs.
 
 The kernels are the CPU ones with the device array module (so its grouped matmuls run on
 cuBLAS through cupy) and with their own column helpers. The column matrix is the CPU side's,
@@ -11,10 +12,10 @@ from typing import NamedTuple
 
 from numba import cuda
 
-from tape.geometry import conv_geometry
+from tape.geometry import conv_geometry, conv_transpose_geometry
 
 from ..cpu import conv as cpu
-from .device import array_module, cuda_kernel, launch, on_device
+from .device import array_module, cuda_kernel, launch, on_device, on_device_using
 
 
 class _Geometry(NamedTuple):
@@ -100,7 +101,37 @@ def _col2im(cols, geometry, dx):
     launch(_col2im_kernel, dx.size, cols, *geometry, dx)
 
 
-_helpers = {"_plan": _plan, "_columns": _columns,
-            "_matmul_groups": on_device(cpu._matmul_groups)}
-cuda_kernel("conv2d")(on_device(cpu.conv2d, **_helpers))
-cuda_kernel("conv2d_grad")(on_device(cpu.conv2d_grad, _col2im=_col2im, **_helpers))
+@functools.lru_cache(maxsize=256)
+def _transpose_plan(x_shape, w_shape, strides, paddings, dilations, padding_algorithm,
+                    output_size, output_padding):
+    """The CPU ``_transpose_plan`` with a _Geometry for the tap table."""
+    (height, width), (kh, kw) = x_shape[2:], w_shape[2:]
+    pads, (dh, dw), (out_h, out_w), _ = conv_transpose_geometry(
+        (height, width), (kh, kw), strides, paddings, dilations, padding_algorithm, output_size,
+        output_padding)
+    geometry = _Geometry(kh, kw, strides[0], strides[1], dh, dw, pads[0], pads[2], height, width)
+    return geometry, out_h, out_w
+
+
+_matmul_groups = on_device(cpu._matmul_groups)
+_products = {
+    "_convolve": on_device(cpu._convolve, _columns=_columns, _matmul_groups=_matmul_groups),
+    "_input_grad": on_device(cpu._input_grad, _col2im=_col2im, _matmul_groups=_matmul_groups),
+    "_filter_grad": on_device(cpu._filter_grad, _columns=_columns,
+                              _matmul_groups=_matmul_groups),
+    "_channels_first": on_device(cpu._channels_first),
+    "_in_layout": on_device(cpu._in_layout),
+}
+
+
+def _on_device(fn, plan):
+    """A CPU convolution kernel with the device's plan and products."""
+    return on_device_using(fn, {**_products, plan.__name__: plan})
+
+
+for _op in ("conv2d", "depthwise_conv2d"):
+    cuda_kernel(_op)(_on_device(cpu.conv2d, _plan))
+    cuda_kernel(_op + "_grad")(_on_device(cpu.conv2d_grad, _plan))
+for _op in ("conv2d_transpose", "depthwise_conv2d_transpose"):
+    cuda_kernel(_op)(_on_device(cpu.conv2d_transpose, _transpose_plan))
+    cuda_kernel(_op + "_grad")(_on_device(cpu.conv2d_transpose_grad, _transpose_plan))

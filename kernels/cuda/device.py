@@ -96,6 +96,12 @@ def on_device(fn, **replacements):
     return with_globals(fn, **replacements)
 
 
+def on_device_using(fn, helpers: dict):
+    """``on_device(fn)`` with those of ``helpers`` (name -> device version) that ``fn`` reads."""
+    names = fn.__code__.co_names
+    return on_device(fn, **{k: v for k, v in helpers.items() if k in names})
+
+
 def to_device(a):
     """A host array as a device array (the array itself under the simulator)."""
     return device_module().asarray(a)

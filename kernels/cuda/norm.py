@@ -1,4 +1,4 @@
-"""batch_norm and layer_norm, forward and gradient, on the GPU.
+"""batch_norm, layer_norm, group_norm and instance_norm, forward and gradient, on the GPU.
 
 The kernels are the CPU ones with the device array module and with numba.cuda launches, of the
 same signatures, in place of their numba loops: the statistics and the gradient's per-channel
@@ -15,7 +15,14 @@ from numba import cuda
 
 from .. import formulas
 from ..cpu import norm as cpu
-from .device import array_module, cuda_kernel, device_function, launch, on_device
+from .device import (
+    array_module,
+    cuda_kernel,
+    device_function,
+    launch,
+    on_device,
+    on_device_using,
+)
 
 _slice_sums_of = device_function(formulas.channel_slice_sums)
 _statistics_of = device_function(formulas.batch_statistics)
@@ -178,3 +185,14 @@ cuda_kernel("layer_norm")(on_device(cpu.layer_norm, _rows=_rows, _vector_or=_vec
                                     _layer_norm_rows=_layer_norm_rows))
 cuda_kernel("layer_norm_grad")(on_device(cpu.layer_norm_grad, _rows=_rows, _vector_or=_vector_or,
                                          _layer_norm_grad_rows=_layer_norm_grad_rows))
+
+
+# ---- group_norm and instance_norm: the CPU's whole-array numpy code with the device's arrays ----
+
+_group_helpers = {name: on_device(getattr(cpu, name))
+                  for name in ("_grouped", "_ungrouped", "_group_statistics", "_per_channel")}
+_group_helpers["_normalise_groups"] = on_device_using(cpu._normalise_groups, _group_helpers)
+_group_helpers["_normalise_groups_grad"] = on_device_using(cpu._normalise_groups_grad,
+                                                          _group_helpers)
+for _op in ("group_norm", "group_norm_grad", "instance_norm", "instance_norm_grad"):
+    cuda_kernel(_op)(on_device_using(getattr(cpu, _op), _group_helpers))

@@ -1,4 +1,5 @@
-"""Normalisation: batch_norm (per channel, over the batch) and layer_norm (per sample)."""
+"""Normalisation: batch_norm (per channel, over the batch), layer_norm (per sample), group_norm
+(per sample and group of channels) and instance_norm (per sample and channel)."""
 import math
 
 import numpy as np
@@ -164,3 +165,103 @@ register_op(
     case=_layer_norm_case,
     doc="Each sample x (X flattened to rows from begin_norm_axis): "
         "Y = (x - mean(x)) / sqrt(var(x) + epsilon) * Scale + Bias, var biased.")
+
+
+# ---- group_norm and instance_norm: per sample, over groups of channels ----
+
+def _grouped_norm_shape(ctx, groups: int, channel_axis: int, stats: tuple, per_sample) -> None:
+    """The rule both share: X of rank 2-5 with ``groups`` dividing its channels; Scale and
+    Bias per channel; Y like X and the statistics in ``stats`` of shape ``per_sample(N)``."""
+    x = ctx.input("X")
+    require_float(ctx, "X", x)
+    if not 2 <= len(x.shape) <= 5:
+        raise ctx.error(f"X must have rank 2 to 5 (N, C, ...), received {fmt(x.shape)}")
+    channels = x.shape[channel_axis]
+    if channels >= 0 and (groups < 1 or channels % groups):
+        raise ctx.error(f"attribute groups={groups} must be >= 1 and divide the {channels} "
+                        f"channels of X {fmt(x.shape)}")
+    for slot in ("Scale", "Bias"):
+        _require_vector(ctx, slot, channels, f"the channels of X {fmt(x.shape)}")
+    ctx.set_output("Y", x.shape, x.dtype)
+    for slot in stats:
+        ctx.set_output(slot, per_sample(x.shape[0]), x.dtype)
+
+
+def _group_norm_shape(ctx):
+    groups, layout = ctx.attrs["groups"], ctx.attrs["data_layout"]
+    rank = len(ctx.input("X").shape)
+    _grouped_norm_shape(ctx, groups, 1 if layout == "NCHW" else rank - 1, ("Mean", "Variance"),
+                        lambda n: (n, groups))
+
+
+def _instance_norm_shape(ctx):
+    x = ctx.input("X")
+    channels = x.shape[1] if len(x.shape) > 1 else -1
+    _grouped_norm_shape(ctx, max(channels, 1), 1, ("SavedMean", "SavedVariance"),
+                        lambda n: (-1 if -1 in (n, channels) else n * channels,))
+
+
+def _grouped_norm_case(d, channels: int, group_size: int, channels_last: bool):
+    """X (N, C, *spatial) or (N, *spatial, C) with at least two values per normalised group of
+    ``group_size`` channels, all distinct (a group's variance stays away from 0), and optional
+    Scale and Bias."""
+    spatial = [d.integer(1, 3) for _ in range(d.integer(0, 2))]
+    if group_size * math.prod(spatial) < 2:
+        spatial.append(2)
+    shape = (d.integer(1, 2), *spatial, channels) if channels_last else \
+        (d.integer(1, 2), channels, *spatial)
+    inputs = {"X": d.distinct_floats(shape, 0.1)}
+    for slot, low in (("Scale", 0.5), ("Bias", -2.0)):
+        if d.integer(0, 3) > 0:
+            inputs[slot] = d.floats((channels,), low, 2.0)
+    return inputs
+
+
+def _group_norm_case(d):
+    layout, groups, group_size = d.choice(("NCHW", "NHWC")), d.integer(1, 3), d.integer(1, 2)
+    inputs = _grouped_norm_case(d, groups * group_size, group_size, layout == "NHWC")
+    return inputs, {"groups": groups, "data_layout": layout,
+                    "epsilon": d.choice((1e-5, 1e-3))}
+
+
+def _instance_norm_case(d):
+    return _grouped_norm_case(d, d.integer(1, 3), 1, False), {"epsilon": d.choice((1e-5, 1e-3))}
+
+
+_PER_CHANNEL = [Slot("Scale", "per-channel scale, (C,); ones if absent", dispensable=True),
+                Slot("Bias", "per-channel bias, (C,); zeros if absent", dispensable=True)]
+
+register_op(
+    "group_norm",
+    inputs=[Slot("X", "input of rank 2-5, channels at axis 1 (NCHW) or last (NHWC)"),
+            *_PER_CHANNEL],
+    outputs=[Slot("Y", "the normalised X"),
+             Slot("Mean", "mean of each sample's group, (N, groups)", intermediate=True),
+             Slot("Variance", "biased variance of each sample's group, (N, groups)",
+                  intermediate=True)],
+    attrs=[_EPSILON,
+           # Paddle's proto default is -1, which its shape rule rejects: groups must be given
+           Attr("groups", INT, -1, "channel groups (>= 1, dividing C)"),
+           Attr("data_layout", STRING, "NCHW", "where the channels are",
+                check=OneOf("NCHW", "NHWC"))],
+    infer_shape=_group_norm_shape,
+    grad=GradOp(reads=["X", "Scale"]),
+    case=_group_norm_case,
+    doc="Each sample's channels split into groups of C / groups; each group g of sample n "
+        "(its channels and every spatial position): Y = (X - Mean[n, g]) / sqrt(Variance[n, g] "
+        "+ epsilon) * Scale[c] + Bias[c], Variance biased.")
+
+register_op(
+    "instance_norm",
+    inputs=[Slot("X", "input of rank 2-5, (N, C, ...)"), *_PER_CHANNEL],
+    outputs=[Slot("Y", "the normalised X"),
+             Slot("SavedMean", "mean of each (sample, channel), (N * C,)", intermediate=True),
+             Slot("SavedVariance", "1 / sqrt(variance + epsilon) of each (sample, channel), "
+                                   "(N * C,) (an inverse standard deviation, as Paddle saves it)",
+                  intermediate=True)],
+    attrs=[_EPSILON],
+    infer_shape=_instance_norm_shape,
+    grad=GradOp(reads=["X", "Scale"]),
+    case=_instance_norm_case,
+    doc="Each (sample n, channel c) over its spatial positions: Y = (X - mean) / sqrt(var + "
+        "epsilon) * Scale[c] + Bias[c], var biased: group_norm with one channel per group.")

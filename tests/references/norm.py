@@ -35,3 +35,22 @@ def layer_norm(X, epsilon, begin_norm_axis, Scale=None, Bias=None):
     if Bias is not None:
         y = y + Bias
     return y.reshape(X.shape).astype(X.dtype)
+
+
+def group_norm(X, epsilon, groups, data_layout, Scale=None, Bias=None):
+    x = np.moveaxis(X, -1, 1) if data_layout == "NHWC" else X
+    channels = x.shape[1]
+    rows = x.reshape(x.shape[0] * groups, -1)
+    y = (rows - rows.mean(axis=1, keepdims=True)) / np.sqrt(rows.var(axis=1, keepdims=True)
+                                                           + epsilon)
+    y = y.reshape(x.shape)
+    along_channels = (1, channels) + (1,) * (x.ndim - 2)
+    if Scale is not None:
+        y = y * Scale.reshape(along_channels)
+    if Bias is not None:
+        y = y + Bias.reshape(along_channels)
+    return (np.moveaxis(y, 1, -1) if data_layout == "NHWC" else y).astype(X.dtype)
+
+
+def instance_norm(X, epsilon, Scale=None, Bias=None):
+    return group_norm(X, epsilon, X.shape[1], "NCHW", Scale, Bias)

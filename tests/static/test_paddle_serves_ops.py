@@ -17,7 +17,7 @@ from test_wire import PREDICTOR_MODES, needs_paddle, paddle_serve
 
 import tape.static as static
 from tape import dtypes
-from tape.geometry import align_shapes
+from tape.geometry import align_shapes, interp_output_size, interp_ratio
 from tape.registry import REGISTRY
 from tape.tape import get_global_tape
 from tape.testing import Draw, run_op
@@ -27,6 +27,7 @@ SEEDS = range(16)
 MORE_SEEDS = {   # cases past SEEDS that show a listed Paddle bug or an export fix
     "elementwise_add": [23], "matmul_v2": [42], "pool2d": [50], "split": [38],
     "prelu": [16, 21, 23, 24, 30, 35, 41], "cumsum": [36, 47],
+    "conv2d_transpose": [32],
     **{op: [19] for op in ("equal", "not_equal", "less_than", "less_equal", "greater_than",
                            "greater_equal")},
 }
@@ -112,6 +113,22 @@ def _avg_over_trailing_padding(ins, a):
     return a["pooling_type"] == "avg" and not (a["exclusive"] or a["adaptive"] or
                                                a["global_pooling"]) and \
         (asymmetric or a["ceil_mode"] or a["padding_algorithm"] == "SAME")
+
+
+def _onednn_nearest_differs(ins, a):
+    """Paddle's CPU kernel reads cell int(ratio * k) (int(ratio * k + 0.5) with align_corners)
+    for output cell k; its oneDNN kernel reads floor((k + 0.5) * in / out): whether the two
+    pick another cell somewhere."""
+    x = ins["X"]
+    in_hw = x.shape[1:3] if a["data_layout"] == "NHWC" else x.shape[2:]
+    out_hw, scales = interp_output_size(in_hw, (a["out_h"], a["out_w"]), a["scale"])
+    for n, o, s in zip(in_hw, out_hw, scales):
+        k = np.arange(o)
+        at_k = interp_ratio(n, o, s, a["align_corners"]) * k.astype(np.float32)
+        cpu = (at_k + 0.5 if a["align_corners"] else at_k).astype(np.int64)
+        if np.any(cpu != np.floor((k + 0.5) * n / o).astype(np.int64)):
+            return True
+    return False
 
 
 ALL = list(PREDICTOR_MODES)
@@ -202,6 +219,14 @@ PADDLE_BUGS = [
      "its oneDNN kernel reads a -1 in shape against X's dim at the same position, not the one "
      "aligned to the end, where shape adds dims (wrong shapes, or 'The value (2) of the "
      "non-singleton dimension does not match')"),
+    *((op, ALL, lambda ins, a: any(p >= s for p, s in zip(a["output_padding"], a["strides"])),
+       "its shape rule accepts an output_padding below max(stride, dilation), but its kernels "
+       "reject one of stride or more ('Output_height and padding(padding_up, padding_down) "
+       "are inconsistent'; oneDNN: 'could not create a primitive descriptor for a "
+       "deconvolution')") for op in ("conv2d_transpose", "depthwise_conv2d_transpose")),
+    ("nearest_interp_v2", ["default"], _onednn_nearest_differs,
+     "its oneDNN kernel reads cell floor((k + 0.5) * in / out) for output cell k, whatever "
+     "align_corners says, where its CPU kernel (and Tape) reads int(ratio * k)"),
     ("pool2d", ["default"], _avg_over_trailing_padding,
      "its oneDNN and CPU kernels disagree on what non-exclusive average pooling divides by "
      "where a window reaches the trailing padding; Tape divides as the CPU kernel"),
