@@ -3,6 +3,7 @@ from . import (  # noqa: F401
     activation,
     compare,
     conv,
+    creation,
     dropout,
     elementwise,
     embedding,
