@@ -14,7 +14,7 @@ from tape.variable import Variable
 
 from .dropout import Dropout
 from .layer import Layer, float_dtype
-from .recurrent import GRUCell, LSTMCell
+from .recurrent import GRUCell, LSTMCell, batch_zeros
 
 _DIRECTIONS = {"forward": 1, "bidirect": 2, "bidirectional": 2}
 _WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -72,7 +72,8 @@ class _RNN(Layer):
         self._check_inputs(inputs)
         steps, batch = inputs.shape[:2] if self.time_major else inputs.shape[1::-1]
         valid = self._valid_steps(sequence_length, batch, steps)
-        zero = Variable(np.zeros((batch, self.hidden_size), self._dtype), place=inputs.place)
+        zero = batch_zeros(inputs, 1 if self.time_major else 0, (-1, self.hidden_size),
+                           self._dtype)
         states = self._split_states(initial_states, batch, zero)
         # time-major inside: each layer's input is cut into steps, its outputs stacked, at once
         x = inputs if self.time_major else tape.ops.transpose2(inputs, axis=[1, 0, 2])
