@@ -17,5 +17,6 @@ from . import (  # noqa: F401
     optimizer,
     pool,
     reduce,
+    rnn,
     tensor,
 )

@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     norm,
     optimizer,
     pool,
+    rnn,
 )
 from .device import KERNELS, array_module, device_module, simulated, to_device, to_host
 

@@ -30,6 +30,7 @@ from . import (  # noqa: F401
     optimizer,
     pool,
     reduce,
+    rnn,
     tensor,
 )
 

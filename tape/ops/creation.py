@@ -48,10 +48,12 @@ def out_shape(ctx) -> tuple:
     if ctx.has_input("ShapeTensor"):
         given = ctx.input("ShapeTensor")
         _require_index(ctx, "ShapeTensor", given, False)
-        if len(given.shape) != 1 or given.shape[0] < 0:
-            raise ctx.error(f"input ShapeTensor must be 1-D of a known length, received shape "
-                            f"{fmt(given.shape)}")
-        return _placeholders(ctx, shape, given.shape[0], "ShapeTensor")
+        if len(given.shape) != 1 or given.shape[0] < 0 and not shape:
+            raise ctx.error(f"input ShapeTensor must be 1-D, of a known length or with the "
+                            f"shape attribute giving it, received shape {fmt(given.shape)} and "
+                            f"shape={list(shape)}")
+        rank = given.shape[0] if given.shape[0] >= 0 else len(shape)
+        return _placeholders(ctx, shape, rank, "ShapeTensor")
     tensors = ctx.inputs("ShapeTensorList")
     if tensors:
         for d in tensors:
@@ -76,9 +78,10 @@ def _shape_tensors(d, shape, rank_slot: bool):
     """(inputs, attrs) giving ``shape`` as tensors: ShapeTensor, or ShapeTensorList (0-D or
     (1,) tensors, as Paddle makes them), with -1 placeholders in the attribute or none."""
     index_dtype = d.choice((np.int32, np.int64))
-    attr = [n if d.boolean() else -1 for n in shape] if d.boolean() else []
-    if rank_slot and d.boolean():
+    attr = [n if d.boolean() else -1 for n in shape]
+    if rank_slot and d.boolean():   # the attribute gives the rank where ShapeTensor's is unknown
         return {"ShapeTensor": np.array(shape, index_dtype)}, attr
+    attr = attr if d.boolean() else []
     one = d.choice(((), (1,)))
     return {"ShapeTensorList": [np.full(one, n, index_dtype) for n in shape]}, attr
 
@@ -221,13 +224,23 @@ register_op(
 # ---- fill_any_like, assign_value, range, shape ----
 
 def _fill_any_like_shape(ctx):
-    x, dtype = ctx.input("X"), ctx.attrs["dtype"]
-    ctx.set_output("Out", x.shape, x.dtype if dtype == -1 else dtype)
+    x, dtype, value = ctx.input("X"), ctx.attrs["dtype"], ctx.attrs["value"]
+    dtype = x.dtype if dtype == -1 else dtype
+    kind = dtypes.to_numpy(dtype)
+    low, high = (0, 1) if kind == np.bool_ else \
+        (np.iinfo(kind).min, np.iinfo(kind).max) if kind.kind in "iu" else \
+        (float(np.finfo(kind).min), float(np.finfo(kind).max))
+    if not low <= value <= high and math.isfinite(value):
+        raise ctx.error(f"value {value} is out of range for {dtypes.name(dtype)}: expected "
+                        f"[{low}, {high}]")
+    ctx.set_output("Out", x.shape, dtype)
 
 
 def _fill_any_like_case(d):
+    dtype = d.choice((-1, *dtypes.ALL))
+    small = dtype in (dtypes.BOOL, dtypes.UINT8)
     return ({"X": d.floats(d.shape(0, 4))},
-            {"value": d.choice((0.0, 1.0, -2.5, 7.0)), "dtype": d.choice((-1, *dtypes.ALL))})
+            {"value": d.choice((0.0, 1.0) if small else (0.0, 1.0, -2.5, 7.0)), "dtype": dtype})
 
 
 _ASSIGN_VALUE_TYPES = (dtypes.BOOL, dtypes.INT32, dtypes.INT64, dtypes.FP32, dtypes.FP64)
