@@ -52,11 +52,11 @@ def _masks(xp, lengths, steps: int, dtype):
     return (xp.arange(steps)[:, None] < lengths.reshape(1, -1)).astype(dtype)[..., None]
 
 
-def _dropout_masks(xp, layers, steps, batch, width, p, seed, training):
+def _dropout_masks(xp, layers, steps, batch, width, p, seed):
     """uint8 (layers - 1, steps, batch, width): which inputs of the layers past the first are
     kept; drawn on the host (a fixed seed gives the same mask on every place)."""
     shape = (max(layers - 1, 0), steps, batch, width)
-    if not training or p == 0:
+    if p == 0:
         return xp.ones(shape, np.uint8)
     rng = generator() if seed == 0 else np.random.default_rng(seed)
     return xp.asarray((rng.random(shape) >= p).astype(np.uint8))
@@ -75,7 +75,8 @@ def rnn_forward(xp, Input, PreState, WeightList, SequenceLength, mode, num_layer
     reserve = xp.zeros((L, D, T, B, _WIDTH[mode] * H), Input.dtype)
     mask = _masks(xp, SequenceLength, T, Input.dtype)
     training = not is_test
-    drop = _dropout_masks(xp, L, T, B, D * H, dropout_prob, seed, training)
+    drop = _dropout_masks(xp, L, T, B, D * H, dropout_prob, seed) if training \
+        else None
     final_h, final_c, x = [], [], Input
     for layer in range(L):
         if layer and training and dropout_prob > 0:

@@ -72,8 +72,9 @@ def _rnn_shape(ctx):
     ctx.set_outputs("State", [(state_shape, x.dtype)] * want_states)
     ctx.set_output("Reserve", (layers, directions, steps, batch, RESERVED[mode] * hidden),
                    x.dtype)
-    ctx.set_output("DropoutState", (layers - 1, steps, batch, directions * hidden),
-                   dtypes.UINT8)
+    if not a["is_test"]:    # as Paddle's kernel, which writes no mask for inference
+        ctx.set_output("DropoutState", (layers - 1, steps, batch, directions * hidden),
+                       dtypes.UINT8)
 
 
 def _rnn_case(d):
@@ -112,7 +113,8 @@ register_op(
     outputs=[Slot("Out", "(time, batch, num_directions * hidden_size): the last layer's "
                   "outputs, directions concatenated"),
              Slot("DropoutState", "uint8 (num_layers - 1, time, batch, num_directions * "
-                  "hidden_size): which inputs of layers past the first dropout kept",
+                  "hidden_size): which inputs of layers past the first dropout kept (not written when "
+                  "is_test)",
                   dispensable=True),
              Slot("State", "final states, laid out as PreState", duplicable=True),
              Slot("Reserve", "what the gradient reads: per layer, direction, step and element "

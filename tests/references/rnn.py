@@ -28,7 +28,7 @@ def rnn(Input, PreState, WeightList, mode, num_layers, is_bidirec, hidden_size, 
     D, H, L = 2 if is_bidirec else 1, hidden_size, num_layers
     count = L * D
     lengths = [T] * B if SequenceLength is None else [int(n) for n in SequenceLength]
-    keep = np.ones((L - 1, T, B, D * H), np.uint8)
+    keep = None if is_test else np.ones((L - 1, T, B, D * H), np.uint8)
     if not is_test and dropout_prob > 0:
         keep = (np.random.default_rng(seed).random(keep.shape) >= dropout_prob).astype(np.uint8)
     states = [np.array(s, copy=True) for s in PreState]
