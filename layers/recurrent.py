@@ -43,10 +43,11 @@ def _check_state(cell: str, name: str, state: Variable, batch: int, hidden_size:
 
 
 def batch_zeros(x: Variable, batch_axis: int, shape, dtype) -> Variable:
-    """Zeros of ``shape`` (a constant: no gradient), whose one -1 takes the size of ``x``'s axis
-    ``batch_axis`` when the op runs: ``shape``, ``slice`` and a ``fill_constant`` with a
-    ShapeTensorList, as Paddle's own programs make an RNN's zero state, on ``x``'s place. Recorded in a program, it
-    follows the batch fed, where a zeros array would keep the traced one."""
+    """Zeros of ``shape`` (a constant: no gradient) on ``x``'s place, whose one -1 takes the
+    size of ``x``'s axis ``batch_axis`` when the op runs: ``shape``, ``slice`` and a
+    ``fill_constant`` with a ShapeTensorList, as Paddle's own programs make an RNN's zero state.
+    Recorded in a program, it follows the batch fed, where a zeros array would keep the traced
+    one."""
     ops = tape.ops
     size = ops.slice(ops.shape(x), axes=[0], starts=[batch_axis], ends=[batch_axis + 1],
                      decrease_axis=[0])

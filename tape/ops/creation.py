@@ -12,8 +12,19 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..attribute import BOOLEAN, FLOAT, INT, INTS, LONGS, SCALARS, STRING, AtLeast, Attr, Each, \
-    OneOf
+from ..attribute import (
+    BOOLEAN,
+    FLOAT,
+    INT,
+    INTS,
+    LONGS,
+    SCALARS,
+    STRING,
+    AtLeast,
+    Attr,
+    Each,
+    OneOf,
+)
 from ..registry import Slot, register_op
 from .rules import fmt
 
@@ -303,7 +314,8 @@ def _shape_shape(ctx):
 
 
 register_op(
-    "fill_any_like", inputs=[Slot("X", "the tensor whose shape Out takes", no_need_buffer=True)], outputs=["Out"],
+    "fill_any_like",
+    inputs=[Slot("X", "the tensor whose shape Out takes", no_need_buffer=True)], outputs=["Out"],
     attrs=[Attr("value", FLOAT, 0.0, "the constant"),
            Attr("dtype", INT, -1, "VarType of Out; -1: X's", check=OneOf(-1, *dtypes.ALL))],
     infer_shape=_fill_any_like_shape, case=_fill_any_like_case,
@@ -329,6 +341,7 @@ register_op(
         "values, each the previous plus Step); Step must point from Start toward End.")
 
 register_op(
-    "shape", inputs=[Slot("Input", "the tensor whose shape Out gives", no_need_buffer=True)], outputs=["Out"],
+    "shape", inputs=[Slot("Input", "the tensor whose shape Out gives", no_need_buffer=True)],
+    outputs=["Out"],
     infer_shape=_shape_shape, case=lambda d: ({"Input": d.floats(d.shape(0, 4))}, {}),
     doc="Out = Input's shape, an int32 1-D tensor.")

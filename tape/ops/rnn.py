@@ -113,9 +113,8 @@ register_op(
     outputs=[Slot("Out", "(time, batch, num_directions * hidden_size): the last layer's "
                   "outputs, directions concatenated"),
              Slot("DropoutState", "uint8 (num_layers - 1, time, batch, num_directions * "
-                  "hidden_size): which inputs of layers past the first dropout kept (not written when "
-                  "is_test)",
-                  dispensable=True),
+                  "hidden_size): which inputs of layers past the first dropout kept (not "
+                  "written when is_test)", dispensable=True),
              Slot("State", "final states, laid out as PreState", duplicable=True),
              Slot("Reserve", "what the gradient reads: per layer, direction, step and element "
                   "the gates, state and output", intermediate=True)],

@@ -390,15 +390,20 @@ def _outcome(served, op_type, seed, another_batch=False):
     return problems, bugs
 
 
-@needs_paddle
-@pytest.mark.parametrize("op_type,seed", CASES)
-def test_paddle_serves_op(served, op_type, seed):
-    problems, bugs = _outcome(served, op_type, seed)
+def _judge(op_type, outcome):
+    """Fail on a wrong output; xfail where only listed Paddle bugs show."""
+    problems, bugs = outcome
     wrong = {mode: p for mode, p in problems.items() if p is not None and mode not in bugs}
     assert not wrong, f"{op_type}: " + "\n".join(f"{m}: {p}" for m, p in wrong.items())
     shown = sorted(mode for mode in bugs if problems[mode] is not None)
     if shown:
         pytest.xfail(f"{op_type}: Paddle's bug in {shown}: {bugs[shown[0]]}")
+
+
+@needs_paddle
+@pytest.mark.parametrize("op_type,seed", CASES)
+def test_paddle_serves_op(served, op_type, seed):
+    _judge(op_type, _outcome(served, op_type, seed))
 
 
 @needs_paddle
@@ -407,12 +412,7 @@ def test_paddle_serves_op_at_another_batch(served, op_type, seed):
     outcome = _outcome(served, op_type, seed, another_batch=True)
     if outcome is None:
         pytest.skip(f"{op_type}: the case ties its first axis to another input or an attribute")
-    problems, bugs = outcome
-    wrong = {mode: p for mode, p in problems.items() if p is not None and mode not in bugs}
-    assert not wrong, f"{op_type}: " + "\n".join(f"{m}: {p}" for m, p in wrong.items())
-    shown = sorted(mode for mode in bugs if problems[mode] is not None)
-    if shown:
-        pytest.xfail(f"{op_type}: Paddle's bug in {shown}: {bugs[shown[0]]}")
+    _judge(op_type, outcome)
 
 
 @needs_paddle
