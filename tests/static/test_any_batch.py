@@ -1,7 +1,8 @@
 """Tape's recurrent models traced at one batch size serve any other: in Tape's Executor and in
 Paddle's predictor, every output matches the eager model run at that batch size. Their zero
 states are built when the program runs, from the fed batch (shape + slice + fill_constant with a
-ShapeTensorList), so the saved parameters are the model's own and nothing else."""
+ShapeTensorList), so the saved parameters are the model's own and nothing else; sequence
+lengths given as a Variable are a second feed, of the same free batch size."""
 import shutil
 
 import numpy as np
@@ -14,7 +15,8 @@ from tape import layers
 
 TRACED, SERVED = 2, (1, 3)
 RNG = np.random.default_rng(4)
-X = RNG.standard_normal((3, 5, 4)).astype(np.float32)    # (batch, time, input); time-major: T
+X = RNG.standard_normal((3, 5, 4)).astype(np.float32)    # (batch, time, input)
+LENGTHS = np.array([2, 5, 0], np.int64)
 
 
 def _states(out, states):
@@ -34,29 +36,33 @@ def _cell_loop(cell):
 
 
 def _models():
-    """{name: (the function traced, the layers holding its parameters, time_major)}."""
+    """{name: (the function traced, the layers holding its parameters, whether it takes
+    sequence lengths)}."""
     tape.seed(5)
     lstm = layers.LSTM(4, 6, num_layers=2, direction="bidirect").eval()
     gru = layers.GRU(4, 6).eval()
+    gru_lengths = layers.GRU(4, 3, num_layers=2, direction="bidirect").eval()
     lstm_cell, gru_cell, rnn_cell = layers.LSTMCell(4, 3), layers.GRUCell(4, 3), \
         layers.SimpleRNNCell(4, 3)
     return {
         "lstm": (lambda x: _states(*lstm(x)), lstm, False),
         "gru": (lambda x: _states(*gru(x)), gru, False),
+        "lstm_lengths": (lambda x, n: _states(*lstm(x, None, n)), lstm, True),
+        "gru_lengths": (lambda x, n: _states(*gru_lengths(x, None, n)), gru_lengths, True),
         "lstm_cell": (_cell_loop(lstm_cell), lstm_cell, False),
         "gru_cell": (_cell_loop(gru_cell), gru_cell, False),
         "simple_rnn_cell": (_cell_loop(rnn_cell), rnn_cell, False),
     }
 
 
-def _batch(n, time_major):
-    x = X[:n]
-    return np.ascontiguousarray(x.transpose(1, 0, 2)) if time_major else x
+def _batch(n, lengths):
+    """The feeds of a batch of ``n``."""
+    return [X[:n], LENGTHS[:n]] if lengths else [X[:n]]
 
 
-def _eager(fn, x):
+def _eager(fn, feeds):
     with tape.no_grad():
-        out = fn(tape.Variable(x))
+        out = fn(*map(tape.Variable, feeds))
     return [v.numpy() for v in (out if isinstance(out, (tuple, list)) else [out])]
 
 
@@ -64,12 +70,12 @@ def _eager(fn, x):
 def exported(tmp_path_factory):
     """{name: (directory of the model traced at batch TRACED, {batch: eager outputs}, program)}"""
     root, found = tmp_path_factory.mktemp("any_batch"), {}
-    for name, (fn, layer, time_major) in _models().items():
+    for name, (fn, layer, lengths) in _models().items():
         d = root / name
-        program = static.trace(fn, _batch(TRACED, time_major))
+        program = static.trace(fn, *_batch(TRACED, lengths))
         static.save_inference_model(d, program)
-        eager = {n: _eager(fn, _batch(n, time_major)) for n in SERVED}
-        found[name] = d, eager, program, layer, time_major
+        eager = {n: _eager(fn, _batch(n, lengths)) for n in SERVED}
+        found[name] = d, eager, program, layer, lengths
     return found
 
 
@@ -88,9 +94,9 @@ def test_the_program_keeps_the_batch_free(exported, name):
 @pytest.mark.parametrize("name", list(_models()))
 @pytest.mark.parametrize("batch", SERVED)
 def test_the_executor_serves_any_batch(exported, name, batch):
-    d, eager, _, _, time_major = exported[name]
+    d, eager, _, _, lengths = exported[name]
     loaded = static.load_inference_model(d)
-    got = static.Executor().run(loaded, {loaded.feed_names[0]: _batch(batch, time_major)},
+    got = static.Executor().run(loaded, dict(zip(loaded.feed_names, _batch(batch, lengths))),
                                 loaded.fetch_names)
     for ours, want in zip(got, eager[batch], strict=True):
         assert ours.shape == want.shape
@@ -101,11 +107,11 @@ def test_the_executor_serves_any_batch(exported, name, batch):
 def served(exported, tmp_path_factory):
     """{(name, batch): directory with Paddle's outputs}, one Paddle process for all."""
     root, dirs = tmp_path_factory.mktemp("any_batch_served"), {}
-    for name, (d, _, _, _, time_major) in exported.items():
+    for name, (d, _, _, _, lengths) in exported.items():
         for batch in SERVED:
             copy = root / f"{name}-{batch}"
             shutil.copytree(d, copy)
-            np.savez(copy / "feeds.npz", _batch(batch, time_major))
+            np.savez(copy / "feeds.npz", *_batch(batch, lengths))
             dirs[name, batch] = copy
     paddle_serve(list(dirs.values()), PREDICTOR_MODES)
     return dirs

@@ -10,9 +10,9 @@ the output's scale, ints and bools exactly), but where PADDLE_BUGS says Paddle i
 newly registered op is picked up without touching this file.
 
 The batch size stays free: in the cases of ANOTHER_BATCH_SEEDS, where the op takes the fed
-input with one more row along its first (batch) axis (its shape rule accepts it: no other input or attribute is tied to that size), the
-same saved model is also run at that batch, in Tape's Executor and in Paddle, and must match the
-eager op on it.
+input with one more row along its first (batch) axis (its shape rule accepts it: no other input
+or attribute is tied to that size), the same saved model is also run at that batch, in Tape's
+Executor and in Paddle, and must match the eager op on it.
 """
 import json
 import shutil
