@@ -31,6 +31,17 @@ def test_fill_constant_takes_its_shape_from_tensors_and_the_eager_output_is_know
     assert out.shape == (4, 1) and out.numpy().dtype == np.int32
 
 
+@pytest.mark.parametrize("checking", [False, True], ids=["plain", "nan_inf_check"])
+def test_an_output_shaped_by_values_gets_its_value_shape(checking, restore_flags):
+    """Also on the NaN/Inf check's path, which names the outputs before the kernel runs."""
+    tape.set_flags({"FLAGS_check_nan_inf": checking})
+    out = tape.ops.range(_var([0.0]), _var([2.0]), _var([0.5]))
+    assert out.shape == (4,) and out.numpy().tolist() == [0.0, 0.5, 1.0, 1.5]
+    out = tape.ops.fill_constant(ShapeTensorList=[_var(np.int32(1)), _var(np.int32(3))],
+                                 shape=[-1, 3], value=2.0)
+    assert out.shape == (1, 3)
+
+
 def test_a_traced_program_keeps_the_sizes_the_tensors_give_unknown():
     def zeros_like_rows(x):
         rows = tape.ops.slice(tape.ops.shape(x), axes=[0], starts=[0], ends=[1],
