@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	    (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || \
 	    echo "note: could not install graphviz; tape.visualize will write .dot files only"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop]'
+	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop,onnx]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -7,9 +7,10 @@ Trains with a DyNet-style loop (one ``reset_global_tape()`` per iteration, ``los
 ``sgd(params)``) and prints the held-out test accuracy; then traces the model into a static
 program, saves it as a Paddle inference model (model.pdmodel + model.pdiparams), loads it back,
 runs it with Tape's Executor — and with PaddlePaddle's own predictor when paddle is installed —
-and prints how far their predictions are from the eager model's. ``--place cuda`` trains on
-the GPU (``pip install -e '.[cuda]'``): the same loop, with new Variables and parameters on
-``tape.CUDAPlace()``.
+and prints how far their predictions are from the eager model's; then exports it to ONNX
+(model.onnx beside them) and prints how far onnxruntime's predictions are. ``--place cuda``
+trains on the GPU (``pip install -e '.[cuda]'``): the same loop, with new Variables and
+parameters on ``tape.CUDAPlace()``.
 """
 import argparse
 import subprocess
@@ -94,6 +95,7 @@ def main():
     print(f"test accuracy: {acc:.4f} ({len(x_test)} held-out digits, {seconds:.1f} s training "
           f"on {place})")
     export_and_compare(model, x_test, y_test, args.export, place)
+    onnx_compare(model, x_test, y_test, f"{args.export}/model.onnx")
 
 
 def export_and_compare(model, x_test, y_test, dirname, place):
@@ -116,6 +118,25 @@ def export_and_compare(model, x_test, y_test, dirname, place):
         paddle_acc = float(np.mean(np.argmax(paddle, axis=1) == y_test[:, 0]))
         print(f"run by PaddlePaddle's paddle.inference predictor: max |difference| "
               f"{np.max(np.abs(paddle - eager)):.2e}, accuracy {paddle_acc:.4f}")
+
+
+def onnx_compare(model, x_test, y_test, path):
+    """Export the model to ONNX and run it with onnxruntime (the ``onnx`` extra)."""
+    try:
+        import onnxruntime
+
+        import tape.onnx
+    except ImportError:
+        print("onnx / onnxruntime are not installed: skipped the ONNX export")
+        return
+    tape.onnx.export(model, path, input_spec=[x_test[:1]])
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (served,) = session.run(None, {session.get_inputs()[0].name: x_test})
+    with tape.no_grad():
+        eager = np.asarray(model(tape.Variable(x_test)))
+    served_acc = float(np.mean(np.argmax(served, axis=1) == y_test[:, 0]))
+    print(f"exported {path}; run by onnxruntime: max |difference| "
+          f"{np.max(np.abs(served - eager)):.2e}, accuracy {served_acc:.4f}")
 
 
 _PADDLE_PREDICT = """

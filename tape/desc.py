@@ -24,10 +24,10 @@ from .wire import (
 
 # VarType.Type: the kinds of variable (the element types are in tape.dtypes)
 DENSE_TENSOR, SELECTED_ROWS, FEED_MINIBATCH, FETCH_LIST = 7, 8, 9, 10
-DENSE_TENSOR_ARRAY = 13
+STEP_SCOPES, DENSE_TENSOR_ARRAY = 11, 13
 _KIND_NAMES = {DENSE_TENSOR: "DENSE_TENSOR", SELECTED_ROWS: "SELECTED_ROWS",
                FEED_MINIBATCH: "FEED_MINIBATCH", FETCH_LIST: "FETCH_LIST",
-               DENSE_TENSOR_ARRAY: "DENSE_TENSOR_ARRAY"}
+               STEP_SCOPES: "STEP_SCOPES", DENSE_TENSOR_ARRAY: "DENSE_TENSOR_ARRAY"}
 # VarType field describing the tensor of each variable kind that has one
 _TENSOR_FIELDS = {DENSE_TENSOR: "dense_tensor", SELECTED_ROWS: "selected_rows",
                   DENSE_TENSOR_ARRAY: "tensor_array"}

@@ -1,11 +1,14 @@
 """Shape geometry that shape rules (tape/ops) and kernels both compute: convolution and pooling
-paddings and output sides, Paddle's elementwise broadcast alignment, unsqueeze's inserted axes.
+paddings and output sides, pooling windows, Paddle's elementwise broadcast alignment,
+unsqueeze's inserted axes.
 
 It lives in the core, apart from the op definitions, so that a kernel and its op's shape rule
 agree by construction while kernels import nothing from ``tape.ops``. Pure functions of shapes
 and attribute values (-1 = an unknown side where noted).
 """
 from __future__ import annotations
+
+import numpy as np
 
 
 def resolve_paddings(in_hw, ksize, strides, paddings, dilations, algorithm):
@@ -91,3 +94,27 @@ def unsqueezed(shape, axes):
             return None
         out.insert(axis + rank + 1 if axis < 0 else axis, 1)
     return out
+
+
+def pool_windows(size, out, k, stride, pad, adaptive):
+    """Per output cell along one axis: window start and end on the image, and the window length
+    Paddle divides by when not exclusive (clipped only to size + pad). Read-only arrays."""
+    idx = np.arange(out)
+    if adaptive:
+        start, end = idx * size // out, -(-(idx + 1) * size // out)
+        bounds = (start, end, end - start)
+    else:
+        start = idx * stride - pad
+        end = np.minimum(start + k, size + pad)
+        bounds = (np.maximum(start, 0), np.minimum(end, size), end - start)
+    for b in bounds:
+        b.flags.writeable = False
+    return bounds
+
+
+def pool_areas(rows, cols, exclusive, adaptive):
+    """What each output cell's mean divides by (float64; the loops cast)."""
+    (h0, h1, h_full), (w0, w1, w_full) = rows, cols
+    if exclusive or adaptive:
+        return np.outer(h1 - h0, w1 - w0).astype(np.float64)
+    return np.outer(h_full, w_full).astype(np.float64)

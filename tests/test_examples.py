@@ -41,6 +41,12 @@ def test_digits_demo_trains_exports_reloads_and_agrees(seed, tmp_path):
     accuracy, out = _run_example("digits.py", tmp_path, "--seed", seed)
     assert accuracy >= 0.96
     _assert_export_agrees(out, accuracy, tmp_path)
+    if importlib.util.find_spec("onnxruntime") is not None:   # the onnx extra
+        served = re.search(r"run by onnxruntime: max \|difference\| (\S+), accuracy (\S+)", out)
+        assert float(served.group(1)) <= 1e-5 and float(served.group(2)) == accuracy
+        assert (tmp_path / "model.onnx").is_file()
+    else:
+        assert "skipped the ONNX export" in out
 
 
 def test_transformer_digits_trains_exports_reloads_and_agrees(tmp_path):

@@ -8,6 +8,7 @@ kernel runs. A newly registered op is picked up without touching this file.
 """
 import importlib
 import inspect
+import pathlib
 import pkgutil
 
 import numpy as np
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 import tape
 from tape import attribute, dtypes
+from tape.ops.control_flow import EXECUTOR_OPS
 from tape.place import CPU
 from tape.registry import REGISTRY, op_info
 from tape.testing import Draw, check_forward, check_grad, grad_op_types, run_op, visible_values
@@ -67,9 +69,21 @@ def _reference(op_type):
                          f"tests/references/<family>.py")
 
 
+CONTROL_FLOW_TESTS = "".join(
+    p.read_text() for p in (pathlib.Path(__file__).parent / "static").glob("test_control_flow*.py"))
+
+
 @pytest.mark.parametrize("op_type", ALL_OPS)
 def test_op_is_covered(op_type):
     info = op_info(op_type)
+    if op_type in EXECUTOR_OPS:
+        # run by the static Executor on the scope (sub-blocks, tensor arrays), never as one op:
+        # it has a runner there, no kernel, and tests of its own in programs
+        from tape.static.control_flow import RUNNERS
+        assert op_type in RUNNERS and not info.kernels and info.case is None, op_type
+        assert f'"{op_type}"' in CONTROL_FLOW_TESTS, (
+            f"{op_type}: no test in tests/static/test_control_flow*.py names it")
+        return
     if info.case is None:
         assert op_type in GRAD_OPS, (
             f"{op_type}: neither a grad op emitted by a forward op's grad maker nor a forward op "

@@ -2,6 +2,7 @@
 from . import (  # noqa: F401
     activation,
     compare,
+    control_flow,
     conv,
     creation,
     dropout,

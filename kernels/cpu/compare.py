@@ -44,6 +44,11 @@ def not_equal(X, Y, axis):
     return x != y
 
 
+@kernel("logical_not", types=dtypes.ALL)
+def logical_not(X):
+    return ~X.astype(bool, copy=False)
+
+
 # The tape picks a kernel by the first floating input, else the first input: for integer or bool
 # X and Y that is Condition, so the BOOL kernel serves them.
 @kernel("where", types=(dtypes.BOOL, dtypes.FP32, dtypes.FP64))

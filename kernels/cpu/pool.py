@@ -8,33 +8,17 @@ import functools
 
 import numpy as np
 
-from tape.geometry import pool_geometry
+from tape.geometry import pool_areas, pool_geometry, pool_windows
 from tape.registry import kernel
 
 from .. import formulas
 from ..jit import njit
 
 
-def _axis_windows(size, out, k, stride, pad, adaptive):
-    """Per output cell along one axis: window start and end on the image, and the window length
-    Paddle divides by when not exclusive (clipped only to size + pad). Read-only arrays."""
-    idx = np.arange(out)
-    if adaptive:
-        start, end = idx * size // out, -(-(idx + 1) * size // out)
-        bounds = (start, end, end - start)
-    else:
-        start = idx * stride - pad
-        end = np.minimum(start + k, size + pad)
-        bounds = (np.maximum(start, 0), np.minimum(end, size), end - start)
-    for b in bounds:
-        b.flags.writeable = False
-    return bounds
-
-
 @functools.lru_cache(maxsize=256)
 def _windows(shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,
              padding_algorithm):
-    """``(rows, cols)``: the ``_axis_windows`` of each axis; or None for 2x2 windows that tile
+    """``(rows, cols)``: the ``pool_windows`` of each axis; or None for 2x2 windows that tile
     the image exactly."""
     ksize, pads, (out_h, out_w) = pool_geometry(shape[2:], ksize, strides, paddings,
                                                 padding_algorithm, global_pooling, adaptive,
@@ -42,8 +26,8 @@ def _windows(shape, ksize, strides, paddings, global_pooling, adaptive, ceil_mod
     if (ksize == (2, 2) and tuple(strides) == (2, 2) and pads == (0, 0, 0, 0) and not adaptive
             and shape[2] == 2 * out_h and shape[3] == 2 * out_w):
         return None
-    return (_axis_windows(shape[2], out_h, ksize[0], strides[0], pads[0], adaptive),
-            _axis_windows(shape[3], out_w, ksize[1], strides[1], pads[2], adaptive))
+    return (pool_windows(shape[2], out_h, ksize[0], strides[0], pads[0], adaptive),
+            pool_windows(shape[3], out_w, ksize[1], strides[1], pads[2], adaptive))
 
 
 @njit
@@ -164,14 +148,6 @@ def _avg_pool_2x2_grad(dout, dx):
             flat_dx[i + width + one] = share
 
 
-def _areas(rows, cols, exclusive, adaptive):
-    """What each output cell's mean divides by (float64; the loops cast)."""
-    (h0, h1, h_full), (w0, w1, w_full) = rows, cols
-    if exclusive or adaptive:
-        return np.outer(h1 - h0, w1 - w0).astype(np.float64)
-    return np.outer(h_full, w_full).astype(np.float64)
-
-
 @kernel("pool2d")
 def pool2d(X, ksize, strides, paddings, pooling_type, global_pooling, exclusive, adaptive,
            ceil_mode, padding_algorithm):
@@ -188,7 +164,7 @@ def pool2d(X, ksize, strides, paddings, pooling_type, global_pooling, exclusive,
         _max_pool(x, rows[0], rows[1], cols[0], cols[1], out)
     else:
         _avg_pool(x, rows[0], rows[1], cols[0], cols[1],
-                  _areas(rows, cols, exclusive, adaptive), out)
+                  pool_areas(rows, cols, exclusive, adaptive), out)
     return out
 
 
@@ -209,5 +185,5 @@ def pool2d_grad(X, Out, dOut, ksize, strides, paddings, pooling_type, global_poo
     if pooling_type == "max":
         _max_pool_grad(np.ascontiguousarray(X), Out, dout, h0, h1, w0, w1, dx)
     else:
-        _avg_pool_grad(dout, h0, h1, w0, w1, _areas(rows, cols, exclusive, adaptive), dx)
+        _avg_pool_grad(dout, h0, h1, w0, w1, pool_areas(rows, cols, exclusive, adaptive), dx)
     return dx

@@ -27,6 +27,7 @@ SAME_AS_CPU = (
     "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
     "elementwise_max", "elementwise_min", "elementwise_pow",
     "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "where",
+    "logical_not", "increment",
     "where_grad",
     "mul", "mul_grad", "scale", "sum",
     "assign", "assign_grad", "cast", "cast_grad", "reshape2", "reshape2_grad",

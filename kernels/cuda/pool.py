@@ -9,8 +9,10 @@ import functools
 
 from numba import cuda
 
+from tape.geometry import pool_areas
+
 from .. import formulas
-from ..cpu.pool import _areas, _windows
+from ..cpu.pool import _windows
 from .device import array_module, cuda_kernel, device_function, launch
 
 _window_max = device_function(formulas.window_max)
@@ -119,7 +121,7 @@ def _device_windows(xp, device, shape, ksize, strides, paddings, global_pooling,
         return None
     rows, cols = windows
     return tuple(xp.array(a) for a in (rows[0], rows[1], cols[0], cols[1],
-                                       _areas(rows, cols, exclusive, adaptive)))
+                                       pool_areas(rows, cols, exclusive, adaptive)))
 
 
 def _windows_on(xp, X, ksize, strides, paddings, global_pooling, adaptive, ceil_mode,

@@ -15,6 +15,7 @@ from ..tape import _local, get_global_tape
 from . import (  # noqa: F401
     activation,
     compare,
+    control_flow,
     conv,
     creation,
     dropout,

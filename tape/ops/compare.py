@@ -1,4 +1,5 @@
-"""Comparisons (less_than, less_equal, greater_than, greater_equal, equal, not_equal) and where.
+"""Comparisons (less_than, less_equal, greater_than, greater_equal, equal, not_equal),
+logical_not and where.
 
 A comparison broadcasts Y into X as the elementwise ops do (Paddle's ``axis`` rule, which is what
 Paddle 3.3.1's compare kernel follows), gives a bool Out and has no gradient. Paddle 3.3.1's
@@ -37,6 +38,23 @@ for _type, _symbol in (("less_than", "<"), ("less_equal", "<="), ("greater_than"
                 doc=f"Out = X {_symbol} Y elementwise, bool; Y broadcast into X as in "
                     f"elementwise_add (axis). X and Y share a dtype; NaN compares unequal to "
                     f"everything. No gradient.")
+
+
+# ---- logical_not ----
+
+def _logical_not_shape(ctx):
+    ctx.set_output("Out", ctx.input("X").shape, dtypes.BOOL)
+
+
+def _logical_not_case(d):
+    shape = d.shape(0, 3)
+    return {"X": d.ints(shape, -1, 1).astype(d.choice(("bool", "int64", "float64")))}, {}
+
+
+register_op("logical_not", inputs=["X"], outputs=["Out"],
+            infer_shape=_logical_not_shape,
+            case=_logical_not_case,
+            doc="Out = not X elementwise, bool (nonzero is True). No gradient.")
 
 
 # ---- where ----

@@ -5,6 +5,7 @@ it to what targets need; ``Executor`` runs it with the eager tape's shape rules 
 ``append_backward`` and ``Optimizer.minimize`` add training to it; ``save_inference_model`` /
 ``load_inference_model`` write and read the files Paddle Inference serves.
 """
+from . import control_flow, nn  # noqa: F401  (control_flow: the Executor's runners)
 from .backward import append_backward, append_optimizer_ops
 from .executor import Executor
 from .inference import load_inference_model, save_inference_model
@@ -16,4 +17,4 @@ from .visualize import to_dot
 
 __all__ = ["Executor", "Program", "Scope", "ScopeVar", "append_backward", "append_checkpoint",
            "append_optimizer_ops", "global_scope", "load_inference_model", "prune",
-           "save_inference_model", "to_dot", "to_program", "trace"]
+           "nn", "save_inference_model", "to_dot", "to_program", "trace"]

@@ -20,6 +20,7 @@ from ..ops.rules import fmt
 from ..place import host_array
 from ..registry import REGISTRY, grad_name, op_info
 from ..variable import new_variable, unique_name
+from .control_flow_grad import BLOCK_GRADS, add_block_grad
 from .program import (
     BACKWARD,
     EMPTY_VAR,
@@ -60,24 +61,35 @@ def append_backward(program, loss) -> list[tuple[str, str]]:
     requires = _requires_grad(block, forward)
     builder = _GradBuilder(block)
     n_ops, declared_vars = len(block.ops), dict(block.vars)
+    n_blocks = len(desc_of(program).blocks)
     try:    # all or nothing: a failure leaves the program as it was
         builder.seed(loss_desc)
-        reached = {loss_name}
-        for op in reversed(forward):
-            info = REGISTRY.get(op.type)
-            if info is None or info.grad is None or reached.isdisjoint(op.output_arg_names()):
-                continue
-            wanted = [n for n in op.input_arg_names() if n in requires]
-            if wanted:
-                builder.add(op, info, requires)
-                reached.update(wanted)
+        differentiate(builder, forward, requires, {loss_name}, desc_of(program))
         builder.finish()
     except BaseException:
         del block.ops[n_ops:]
         block.vars = declared_vars
+        del desc_of(program).blocks[n_blocks:]
         raise
     forward[end].attrs[OP_ROLE] = LOSS
     return _params_grads(block, builder.writers)
+
+
+def differentiate(builder, forward, requires: set, reached: set, program) -> None:
+    """Append through ``builder`` the grad ops of ``forward`` (ops in order), in reverse, for
+    the ops whose outputs ``reached`` names (the variables a gradient arrives at, updated);
+    a ``while`` or ``conditional_block`` gets its gradient block (``control_flow_grad``)."""
+    for op in reversed(forward):
+        info = REGISTRY.get(op.type)
+        if info is None or info.grad is None or reached.isdisjoint(op.output_arg_names()):
+            continue
+        wanted = [n for n in op.input_arg_names() if n in requires]
+        if wanted:
+            if op.type in BLOCK_GRADS:
+                add_block_grad(builder, op, requires, program)
+            else:
+                builder.add(op, info, requires)
+            reached.update(wanted)
 
 
 def _requires_grad(block, forward) -> set[str]:
@@ -85,6 +97,11 @@ def _requires_grad(block, forward) -> set[str]:
     by the forward ops) and what differentiable ops compute from them."""
     computed = {n for op in forward if op.type != "feed" for n in op.output_arg_names()}
     requires = {n for n, d in block.vars.items() if not d.stop_gradient and n not in computed}
+    return propagate_requires(requires, forward)
+
+
+def propagate_requires(requires: set, forward) -> set[str]:
+    """``requires`` with what the differentiable ops of ``forward`` compute from it."""
     for op in forward:
         info = REGISTRY.get(op.type)
         if info is not None and info.grad is not None and \

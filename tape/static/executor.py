@@ -54,6 +54,8 @@ class Executor:
         self.last_run_ops = ran = []
         try:
             local.var(FEED_HOLDER).value = fed
+            for name in plan.arrays:
+                local.var(name).value = []
             fetched = local.var(FETCH_HOLDER).value = {}
             for step in plan.steps:
                 ran.append(step.op.type)

@@ -11,9 +11,10 @@ import os
 
 from .. import dtypes, params
 from ..atomic import atomic_write
-from ..desc import DENSE_TENSOR, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
+from ..desc import DENSE_TENSOR, DENSE_TENSOR_ARRAY, FEED_MINIBATCH, FETCH_LIST, ProgramDesc
 from ..errors import InvalidArgumentError, NotFoundError
 from ..registry import REGISTRY
+from .control_flow import visible_block
 from .export_rules import for_paddle
 from .program import (
     FEED_HOLDER,
@@ -111,10 +112,13 @@ def inference_desc(desc: ProgramDesc, feed_names: list, fetch_names: list) -> Pr
     set_is_test(model)
     for op in block.ops:
         op.is_target = False
-        info = REGISTRY.get(op.type)
-        if info is not None:
-            op.attrs.update(proto_attrs(info, op))
-        for_paddle(block, op, info)
+    for b in model.blocks:     # sub-blocks (control flow) see their ancestors' variables
+        seen = visible_block(model, b)
+        for op in b.ops:
+            info = REGISTRY.get(op.type)
+            if info is not None:
+                op.attrs.update(proto_attrs(info, op))
+            for_paddle(seen, op, info)
     for name in feed_names:
         block.vars[name].need_check_feed = True
     model.set_paddle_versions()
@@ -154,7 +158,9 @@ def check_inference_desc(desc: ProgramDesc, where: str) -> None:
         if cols != list(range(len(ops))):
             raise InvalidArgumentError(f"{where}: the {op_type} ops must have the INT attribute "
                                        f"col numbering them 0..{len(ops) - 1}, found {cols}")
-    available = {n for n, d in block.vars.items() if d.persistable}
+    # what the Executor makes at the start of a run: persistables, and empty tensor arrays
+    available = {n for n, d in block.vars.items()
+                 if d.persistable or d.type == DENSE_TENSOR_ARRAY}
     for i, op in enumerate(block.ops):
         for name in op.input_arg_names():
             if name not in available:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..desc import DENSE_TENSOR, OpDesc, VarDesc
+from ..desc import DENSE_TENSOR, DENSE_TENSOR_ARRAY, OpDesc, VarDesc
 from ..dispatch import CallPlan, infer, invoke
 from ..errors import InvalidArgumentError, NotFoundError, TapeError
 from ..ops.rules import fmt
@@ -28,8 +28,10 @@ from .program import (
 )
 from .prune import fetch_target, flatten, mark_targets, prune_marked
 
-# Where an op's output goes (nowhere: an EMPTY_VAR placeholder).
-_NOWHERE, _LOCAL, _SCOPE, _FETCH = range(4)
+# Where an op's output goes: nowhere (an EMPTY_VAR placeholder), the scope of the block's run,
+# the persistable scope, the fetch holder, or (a sub-block writing a variable of an enclosing
+# block) the nearest scope that has it.
+_NOWHERE, _LOCAL, _SCOPE, _FETCH, _OUTER = range(5)
 _CALLS_LIMIT = 4096     # distinct input shapes remembered per op
 
 
@@ -46,13 +48,16 @@ class Plan:
     def __init__(self, desc, feed_names, fetch_names, targets, place):
         self.desc, self.targets = desc, list(flatten(targets))   # held: their ids are the key
         self._made_from = _copied(_note(desc))
-        block = _pruned(desc, feed_names, fetch_names, targets)
+        program, block = _pruned(desc, feed_names, fetch_names, targets)
         self.block = block
         self.feeds = [(op.attrs["col"], op.output("Out")[0]) for op in block.ops
                       if op.type == "feed"]
         self.fetch_cols = {op.input("X")[0]: op.attrs["col"] for op in block.ops
                            if op.type == "fetch"}
-        self.steps, self.from_scope = _steps(block, place)
+        self.steps, needed = block_steps(program, block, place)
+        # a tensor array a run reads before writing starts empty, as in Paddle
+        self.arrays = [n for n, _, _ in needed if block.vars[n].type == DENSE_TENSOR_ARRAY]
+        self.from_scope = [entry for entry in needed if entry[0] not in self.arrays]
 
     def current(self, desc) -> bool:
         """Whether ``desc`` is still the program this plan was made from, unchanged."""
@@ -87,18 +92,15 @@ class Step:
     __slots__ = ("index", "op", "info", "attrs", "inputs", "outputs", "declared", "wants",
                  "calls")
 
-    def __init__(self, index: int, op: OpDesc, info, block):
+    def __init__(self, index: int, op: OpDesc, info, block, program=None):
         self.index, self.op, self.info = index, op, info
         self.attrs = proto_attrs(info, op)
         self.inputs = [(s.name, op.inputs[s.name], s.duplicable) for s in info.inputs
                        if op.inputs.get(s.name)]
-        self.outputs = []
-        for slot in info.outputs:
-            where = [(n, _NOWHERE if n == EMPTY_VAR else _FETCH if op.type == "fetch" else
-                      _SCOPE if block.vars[n].persistable else _LOCAL)
-                     for n in op.outputs.get(slot.name, ())]
-            self.outputs.append((slot.duplicable, where))
-        self.declared = {slot: [block.vars[n] for n in names if n in block.vars]
+        self.outputs = [(slot.duplicable, [(n, route(program, block, op, n))
+                                           for n in op.outputs.get(slot.name, ())])
+                        for slot in info.outputs]
+        self.declared = {slot: [d for d in (var_desc(program, block, n) for n in names) if d]
                          for slot, names in op.outputs.items()}
         self.wants = {s for s, names in op.outputs.items() if any(n != EMPTY_VAR for n in names)}
         # Input shapes and dtypes the shape rule accepted -> the CallPlan. An op whose rule
@@ -111,7 +113,10 @@ class Step:
         op = self.op
         arrays, key = {}, []
         for slot, names, duplicable in self.inputs:
-            values = [local.find_var(n).value for n in names]
+            try:
+                values = [local.find_var(n).value for n in names]
+            except AttributeError:
+                raise unset(self, local, names) from None
             arrays[slot] = values if duplicable else values[0]
             if op.type != "feed":
                 for v in values:
@@ -131,12 +136,10 @@ class Step:
             for (name, to), v in zip(where, value if duplicable else (value,)):
                 if v is None or to is _NOWHERE:
                     continue
-                if to is _LOCAL:
-                    local.var(name).value = v
-                elif to is _SCOPE:
-                    (scope.find_var(name) or scope.var(name)).value = v
-                else:
+                if to is _FETCH:
                     local.find_var(FETCH_HOLDER).value[self.attrs["col"]] = v
+                else:
+                    store(to, name, v, scope, local)
 
     def _infer(self, arrays: dict, place) -> CallPlan:
         """The CallPlan for the VarDescs of ``arrays``; a feed op's kernel takes the fed
@@ -177,30 +180,76 @@ def _pruned(desc, feed_names, fetch_names, targets):
         col = next_col(block, "feed")
         block.ops[:0] = [feed_op(n, col + i) for i, n in enumerate(new_feeds)]
     prune_marked(work, block)
-    return block
+    return work, block
 
 
-def _steps(block, place) -> tuple[list, list]:
-    """The Steps of ``block``'s ops, and ``[(name, op index, op type)]`` of the values they read
-    that no feed or earlier op provides. Checks first that every op has a kernel on ``place``
+# Ops the Executor runs itself, on the scope (``tape.static.control_flow``): op type -> a class
+# made like Step with the program and place too, whose ``run`` takes Step.run's arguments.
+RUNNERS: dict = {}
+
+
+def block_steps(program, block, place) -> tuple[list, list]:
+    """The Steps of ``block``'s ops (a sub-block's too, prepared with it), and ``[(name, op
+    index, op type)]`` of the values they read that no feed or earlier op of the block
+    provides. Checks first that every op has a kernel on ``place`` (or is run by the Executor)
     and writes only declared variables."""
     available, needed, steps = {FEED_HOLDER, FETCH_HOLDER}, [], []
     load_kernels(place)
     for i, op in enumerate(block.ops):
         info = op_info(op.type)
-        if not any(p == place.key for p, _ in info.kernels):
+        runner = RUNNERS.get(op.type)
+        if runner is None and not any(p == place.key for p, _ in info.kernels):
             raise NotFoundError(f"Executor.run: op #{i} ({op.type}) has no kernel on {place}")
         for name in op.input_arg_names():
             if name not in available and name != EMPTY_VAR:
                 needed.append((name, i, op.type))
                 available.add(name)
         for name in op.output_arg_names():
-            if name not in block.vars and name != EMPTY_VAR:
-                raise NotFoundError(f"Executor.run: op #{i} ({op.type}) writes '{name}', which "
-                                    f"the program does not declare")
+            if name != EMPTY_VAR and var_desc(program, block, name) is None:
+                raise NotFoundError(f"Executor.run: block {block.idx}, op #{i} ({op.type}) "
+                                    f"writes '{name}', which the program does not declare")
             available.add(name)
-        steps.append(Step(i, op, info, block))
+        steps.append(Step(i, op, info, block, program) if runner is None else
+                     runner(i, op, info, block, program, place))
     return steps, needed
+
+
+def var_desc(program, block, name: str) -> VarDesc | None:
+    """The VarDesc of ``name`` in ``block`` or the nearest enclosing block that declares it."""
+    while True:
+        d = block.vars.get(name)
+        if d is not None or program is None or block.parent_idx < 0:
+            return d
+        block = program.blocks[block.parent_idx]
+
+
+def route(program, block, op: OpDesc, name: str) -> int:
+    """Where ``op`` of ``block`` stores its output ``name`` (the _NOWHERE... codes)."""
+    if name == EMPTY_VAR:
+        return _NOWHERE
+    if op.type == "fetch":
+        return _FETCH
+    d = block.vars.get(name)
+    if d is None:
+        return _OUTER if var_desc(program, block, name) is not None else _LOCAL
+    return _SCOPE if d.persistable else _LOCAL
+
+
+def store(to: int, name: str, value, scope, local) -> None:
+    """Put ``value`` where ``route`` said ``name`` goes (not the fetch holder)."""
+    if to is _LOCAL:
+        local.var(name).value = value
+    elif to is _SCOPE:
+        (scope.find_var(name) or scope.var(name)).value = value
+    elif to is _OUTER:
+        (local.find_var(name) or local.var(name)).value = value
+
+
+def unset(step, local, names) -> NotFoundError:
+    """The error for an op reading a variable that holds no value in this run."""
+    missing = [n for n in names if local.find_var(n) is None or local.find_var(n).value is None]
+    return NotFoundError(f"Executor.run: op #{step.index} ({step.op.type}) reads "
+                         f"{missing or names}, which no earlier op wrote in this run")
 
 
 def _checked_feed(desc: VarDesc, value):

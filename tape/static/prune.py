@@ -45,13 +45,22 @@ def prune(program, targets, block_id: int = 0):
 
 
 def prune_marked(program, block) -> None:
-    """Prune ``block`` of ``program`` in place to what its ``is_target`` ops need."""
+    """Prune ``block`` of ``program`` in place to what its ``is_target`` ops need. The
+    sub-blocks of the kept ops stay whole, with every variable they use; pruning block 0
+    empties the sub-blocks no kept op runs any more (their indices stay)."""
     keep, needed = _walk(program, block)
     block.ops = [op for op, k in zip(block.ops, keep) if k]
     used = set(needed)
     for op in block.ops:
         used.update(op.output_arg_names())
+    reachable = _nested(program, [i for op in block.ops for i in _sub_blocks(op)])
+    for i in reachable:
+        for op in program.blocks[i].ops:
+            used.update(op.input_arg_names() + op.output_arg_names())
     block.vars = {n: d for n, d in block.vars.items() if n in used}
+    if block.idx == 0:
+        for orphan in set(range(1, len(program.blocks))) - reachable:
+            program.blocks[orphan].ops, program.blocks[orphan].vars = [], {}
 
 
 def mark_targets(original, block, targets) -> None:
@@ -126,16 +135,21 @@ def _sub_blocks(op: OpDesc) -> list[int]:
 
 def _reads(program, idx: int) -> set[str]:
     """Every name the ops of block ``idx`` and of its nested sub-blocks read."""
-    names, seen, todo = set(), set(), [idx]
+    return {n for i in _nested(program, [idx]) for op in program.blocks[i].ops
+            for n in op.input_arg_names()}
+
+
+def _nested(program, todo: list) -> set[int]:
+    """The blocks ``todo`` and every block their ops' sub-block attributes name, nested."""
+    seen = set()
     while todo:
         i = todo.pop()
         if i in seen:
             continue
-        seen.add(i)
         if not isinstance(i, int) or not 0 <= i < len(program.blocks):
             raise NotFoundError(f"prune: a sub-block attribute names block {i}, but the "
                                 f"program has {len(program.blocks)} blocks")
+        seen.add(i)
         for op in program.blocks[i].ops:
-            names.update(op.input_arg_names())
             todo.extend(_sub_blocks(op))
-    return names
+    return seen

@@ -55,6 +55,10 @@ class Scope:
             scope = scope.parent
         return None
 
+    def own_var(self, name: str) -> ScopeVar | None:
+        """The variable ``name`` of this scope only (None if a parent's or missing)."""
+        return self._vars.get(name)
+
     def erase(self, names) -> None:
         """Forget the variables ``names`` of this scope (not a parent's)."""
         for name in names:

@@ -88,6 +88,7 @@ class ProgramBuilder:
         self.variables: dict[str, Variable] = {}
         self.written: set[str] = set()
         self.read_first: dict[str, None] = {}    # read before any op wrote them, in order
+        self.blocks: list = []    # sub-blocks that control flow (tape.static.nn) recorded
 
     def name(self, v) -> str:
         """The name of Variable ``v``, which no other Variable of the program may have."""
@@ -110,7 +111,10 @@ class ProgramBuilder:
         for slot, entries in h.outputs.items():
             outs[slot] = [self.name(v) for v in entries]
             self.written.update(outs[slot])
-        self.ops.append(OpDesc(h.type, ins, outs, {**h.attrs, OP_ROLE: role}))
+        attrs = {**h.attrs, OP_ROLE: role}
+        if hasattr(h, "add_blocks"):   # control flow: its sub-blocks join the program
+            attrs.update(h.add_blocks(self, role))
+        self.ops.append(OpDesc(h.type, ins, outs, attrs))
 
     def resolve(self, v, role: str) -> str:
         """The name of a feed or fetch given as a Variable or a name."""
@@ -140,10 +144,14 @@ class ProgramBuilder:
         # statistics, which it then updates in place) starts from its value now
         needs_value = {n for n in self.read_first if n not in fed} | {
             n for n in fetch_names if n not in fed and n not in self.written}
+        desc.blocks.extend(self.blocks)
+        in_sub_blocks = {n for b in self.blocks for n in b.vars}
         for name, v in self.variables.items():
+            if name in in_sub_blocks:
+                continue
             d = v.desc
             persistable = name in needs_value or (d.persistable and name not in fed)
-            block.add_var(VarDesc(name, d.shape, d.dtype, persistable, d.stop_gradient,
+            block.add_var(VarDesc(name, d.shape, d.dtype, persistable, d.stop_gradient, d.type,
                                   need_check_feed=name in fed))
             if name in needs_value:
                 scope.var(name).value = host_array(v.value()).copy()

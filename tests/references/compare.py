@@ -34,5 +34,9 @@ def not_equal(X, Y, axis):
     return np.not_equal(x, y)
 
 
+def logical_not(X):
+    return np.logical_not(X)
+
+
 def where(Condition, X, Y):
     return np.where(Condition, X, Y)

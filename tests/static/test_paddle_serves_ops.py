@@ -245,13 +245,12 @@ def _widened_array(a):
     return a if wide is None else a.astype(dtypes.to_numpy(wide))
 
 
-def _export(op_type, seed, d):
-    """Save the case's one-op model in directory ``d``, with the fed array, Tape's eager
-    outputs and what Tape's Executor computes with the reloaded model."""
+def one_op_program(op_type, arrays, attrs, fed, output=lambda v: v):
+    """The case as a traced one-op program: the input at ``fed`` (slot, index) fed, the other
+    ``arrays`` ({slot: [array]}) constants. They are the arrays themselves, so that afterwards
+    they hold the program's values (batch norm's running statistics, updated in place by the
+    trace). ``output`` maps each output Variable (tests/onnx uses this too)."""
     info = REGISTRY[op_type]
-    inputs, attrs = _case(op_type, seed)
-    arrays = {s: v if isinstance(v, list) else [v] for s, v in inputs.items()}
-    fed = _fed(info, arrays)
 
     def one_op(*feed):
         variables = {s: [Variable(a) for a in v] for s, v in arrays.items()}
@@ -259,10 +258,23 @@ def _export(op_type, seed, d):
             variables[fed[0]][fed[1]] = feed[0]
         in_place = {out: variables[slot] for out, slot in IN_PLACE.get(op_type, {}).items()}
         outs = get_global_tape().run(info, variables, attrs, in_place or None)
-        return [_widened(v) for s in info.visible_outputs for v in outs.get(s, [])]
+        return [output(v) for s in info.visible_outputs for v in outs.get(s, [])]
 
     example = [arrays[fed[0]][fed[1]]] if fed is not None else []
-    static.save_inference_model(d, static.trace(one_op, *example))
+    return static.trace(one_op, *example)
+
+
+def _export(op_type, seed, d):
+    """Save the case's one-op model in directory ``d``, with the fed array, Tape's eager
+    outputs and what Tape's Executor computes with the reloaded model; for a case of
+    ANOTHER_BATCH_SEEDS whose op takes its fed input one row longer, the same in
+    ``d/BATCH_DIR`` at that batch."""
+    info = REGISTRY[op_type]
+    inputs, attrs = _case(op_type, seed)
+    arrays = {s: v if isinstance(v, list) else [v] for s, v in inputs.items()}
+    fed = _fed(info, arrays)
+    example = [arrays[fed[0]][fed[1]]] if fed is not None else []
+    static.save_inference_model(d, one_op_program(op_type, arrays, attrs, fed, _widened))
     _run_saved(op_type, d, inputs, attrs, example)
     other = _another_batch(op_type, inputs, attrs, fed) if seed in ANOTHER_BATCH_SEEDS else None
     if other is not None:
