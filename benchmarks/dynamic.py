@@ -11,6 +11,12 @@ per op in the models it is made for:
 - char LM: an LSTMCell (embedding 32, hidden 64) unrolled over 30 characters of a 60-symbol
   vocabulary, batch 1; mean cross-entropy of the next character at every step, then SGD
   (lr 0.05).
+- Tree-LSTM, 16 trees per tape, and char LM, 16 separate sequences per tape: the mean loss of
+  16 samples in one graph, one backward and one SGD step (figures per sample): what lazy
+  Tape's autobatching is for.
+
+Tape runs eagerly and lazily (``with tape.lazy():``, autobatching on): the same model, data and
+parameters, one tape per step.
 
     .venv/bin/python benchmarks/dynamic.py [--quick]
 
@@ -20,6 +26,7 @@ one step's gradients are compared before timing.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -46,6 +53,8 @@ TREE_LEAVES = (10, 30)
 TREES = 10                      # trees per timed call (one step each)
 CHAR_VOCAB, CHAR_EMBED, CHAR_HIDDEN, CHAR_LENGTH = 60, 32, 64, 30
 RTOL = 1e-4
+FOREST = 16                     # trees per tape in the forest workload
+TAPE_LAZY = "Tape, lazy"
 
 
 # --- LSTMCell: one step, forward + backward ------------------------------------------------
@@ -208,6 +217,40 @@ def char_lm_torch(torch, samples):
                    for ids in samples]
 
 
+# --- 16 samples per tape: the Tree-LSTM and the char LM ------------------------------------
+
+def forest_samples(rng):
+    """``FOREST`` ``(tree, label)`` pairs, 10-30 leaves each: one graph."""
+    low, high = TREE_LEAVES
+    return [(random_tree(rng, int(rng.integers(low, high + 1))), int(rng.integers(TREE_CLASSES)))
+            for _ in range(FOREST)]
+
+
+def char_batch_samples(rng):
+    """``FOREST`` separate sequences of ``CHAR_LENGTH + 1`` character ids: one graph."""
+    return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1) for _ in range(FOREST)]
+
+
+def one_graph_tape(model):
+    """``model``'s Tape version with every sample's loss in one graph: their mean."""
+    def build(tape, samples):
+        params, losses = model(tape, samples)
+        return params, [lambda: tape.ops.scale(tape.ops.sum([loss() for loss in losses]),
+                                               scale=1.0 / len(losses))]
+    return build
+
+
+def one_graph_torch(model):
+    """``model``'s PyTorch version with every sample's loss in one graph: their mean."""
+    def build(torch, samples):
+        twins, losses = model(torch, samples)
+        return twins, [lambda: sum(loss() for loss in losses) / len(losses)]
+    return build
+
+
+forest_tape = one_graph_tape(tree_lstm_tape)
+
+
 # --- shared plumbing -----------------------------------------------------------------------
 
 WORKLOADS = (
@@ -219,6 +262,13 @@ WORKLOADS = (
      LEARNING_RATE),
     (f"char-LSTM LM step: {CHAR_LENGTH} characters, vocabulary {CHAR_VOCAB}, embedding "
      f"{CHAR_EMBED}, hidden {CHAR_HIDDEN}, + SGD", char_samples, char_lm_tape, char_lm_torch,
+     LEARNING_RATE),
+    (f"Tree-LSTM, {FOREST} trees per tape: {TREE_LEAVES[0]}-{TREE_LEAVES[1]} leaves, hidden "
+     f"{TREE_HIDDEN}, one backward + SGD per {FOREST} trees (per tree)", forest_samples,
+     forest_tape, one_graph_torch(tree_lstm_torch), LEARNING_RATE),
+    (f"char-LSTM LM, {FOREST} separate sequences per tape: {CHAR_LENGTH} characters, hidden "
+     f"{CHAR_HIDDEN}, one backward + SGD per {FOREST} sequences (per sequence)",
+     char_batch_samples, one_graph_tape(char_lm_tape), one_graph_torch(char_lm_torch),
      LEARNING_RATE),
 )
 
@@ -251,15 +301,18 @@ def copy_parameters(torch, tape_params, twins) -> None:
             twin.copy_(torch.from_numpy(np.ascontiguousarray(value.T if transposed else value)))
 
 
-def tape_training(tape, params, losses, learning_rate):
+def tape_training(tape, params, losses, learning_rate, lazy=False):
     """``(step, gradients)``: ``step()`` trains on every sample in turn (reset, forward,
-    backward, SGD or clearing the gradients); ``gradients()`` are those of the first sample."""
+    backward, SGD or clearing the gradients); ``gradients()`` are those of the first sample.
+    ``lazy``: each tape records lazily (``tape.lazy``)."""
     sgd = tape.optim.SGD(learning_rate=learning_rate) if learning_rate else None
+    mode = tape.lazy if lazy else contextlib.nullcontext
 
     def step():
         for loss in losses:
-            tape.reset_global_tape()
-            loss().backward()
+            with mode():
+                tape.reset_global_tape()
+                loss().backward()
             if sgd:
                 sgd(params)
             else:
@@ -267,8 +320,9 @@ def tape_training(tape, params, losses, learning_rate):
                     p.grad = None
 
     def gradients():
-        tape.reset_global_tape()
-        losses[0]().backward()
+        with mode():
+            tape.reset_global_tape()
+            losses[0]().backward()
         grads = [np.zeros(p.shape, p.dtype) if p.grad is None else p.grad.numpy().copy()
                  for p in params]
         for p in params:
@@ -325,20 +379,27 @@ def run_workload(workload, tape, torch, options, notes) -> None:
         tape_params, tape_losses = tape_model(tape, samples)
         steps[TAPE], tape_gradients = tape_training(tape, tape_params, tape_losses,
                                                      learning_rate)
+        if hasattr(tape, "lazy"):
+            steps[TAPE_LAZY], lazy_gradients = tape_training(tape, tape_params, tape_losses,
+                                                             learning_rate, lazy=True)
     if torch is not None:
         twins, torch_losses = torch_model(torch, samples)
         if tape is not None:
             copy_parameters(torch, tape_params, twins)
         steps[TORCH], torch_gradients = torch_training(torch, twins, torch_losses,
                                                        learning_rate)
-    if len(steps) == 2:
-        checks.append(check_gradients(tape_params, tape_gradients(), torch_gradients()))
+    if TORCH in steps and TAPE in steps:
+        expected = torch_gradients()
+        checks.append(check_gradients(tape_params, tape_gradients(), expected))
+        if TAPE_LAZY in steps:
+            checks.append("lazy: " + check_gradients(tape_params, lazy_gradients(), expected))
     else:
         checks.append("gradients not compared: " + (notes[TAPE] or notes[TORCH]))
     with OtherLoad() as load:
         seconds = measure(steps, **options)
     per_step = {lib: t * 1e3 / len(samples) for lib, t in seconds.items()}
-    rows = [(lib, per_step.get(lib), notes.get(lib)) for lib in (TORCH, TAPE)]
+    rows = [(lib, per_step.get(lib), notes.get(lib) or notes.get(TAPE))
+            for lib in (TORCH, TAPE, TAPE_LAZY)]
     print_table(title, "ms per step", rows, baselines=(TORCH,), digits=3)
     print()
     print_notes(checks + [load.note()])
@@ -352,7 +413,8 @@ def main(argv=None):
         torch.set_num_threads(1)
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
-    print("## Dynamic training steps (DyNet style), float32, Tape beside PyTorch\n")
+    print("## Dynamic training steps (DyNet style), float32, Tape (eager and lazy) beside "
+          "PyTorch\n")
     print(threads_report(torch))
     for workload in WORKLOADS:
         run_workload(workload, tape, torch, options, notes)

@@ -4,8 +4,10 @@
 
 Import: ``import numpy`` alone; ``import torch`` and ``import tape`` as the time above an
 already imported numpy. Steps: the small MLP of mlp.py (batch 64, 784-256-256-10) in a new
-process; Tape's first step compiles its numba kernels (cold: NUMBA_CACHE_DIR is a new empty
-directory) or loads them from the on-disk cache (warm: the directory a cold run filled).
+process. Tape's first step runs the kernels ``python -m tape.optim.warmup`` compiled ahead of
+time (``make`` builds them; kernels/aot.py), and compiles with numba, or loads from numba's
+on-disk cache, any kernel call they do not cover; "JIT only" rows turn them off (TAPE_AOT=0).
+Cold: NUMBA_CACHE_DIR is a new empty directory; warm: the directory a cold run filled.
 Each figure is the median over several processes.
 """
 from __future__ import annotations
@@ -67,7 +69,7 @@ def child_steps(lib: str) -> dict:
     step()
     second = time.perf_counter()
     return {"import": imported - start, "build": built - imported, "first": first - built,
-            "second": second - first}
+            "second": second - first, "numba_imported": "numba" in sys.modules}
 
 
 def run_child(kind: str, lib: str, env_extra: dict | None = None) -> dict:
@@ -99,25 +101,36 @@ def measure_imports(libs: list, repeats: int):
 
 
 def measure_steps(libs: list, repeats: int):
-    """``({row label: [child results]}, None or why Tape did not run)``; Tape twice, with a
-    cold and a warm numba cache."""
+    """``({row label: [child results]}, None or why Tape did not run)``; Tape four times: with
+    and without its ahead-of-time kernels, each with a cold and a warm numba cache."""
     runs = {}
     for lib in libs:
         if lib != TAPE:
             runs[lib] = [run_child("steps", lib) for _ in range(repeats)]
             continue
-        cold, warm = [], []
-        for _ in range(repeats):
-            with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
-                env = {"NUMBA_CACHE_DIR": cache}
-                try:
-                    cold.append(run_child("steps", lib, env))
-                except RuntimeError as e:   # the library is still growing
-                    return runs, str(e).strip().splitlines()[-1]
-                warm.append(run_child("steps", lib, env))
-        runs[f"{TAPE} (cold numba cache)"] = cold
-        runs[f"{TAPE} (warm numba cache)"] = warm
+        for label, aot in (("", "1"), (", JIT only", "0")):
+            cold, warm = [], []
+            for _ in range(repeats):
+                with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+                    env = {"NUMBA_CACHE_DIR": cache, "TAPE_AOT": aot}
+                    try:
+                        cold.append(run_child("steps", lib, env))
+                    except RuntimeError as e:   # the library is still growing
+                        return runs, str(e).strip().splitlines()[-1]
+                    warm.append(run_child("steps", lib, env))
+            runs[f"{TAPE}{label} (cold numba cache)"] = cold
+            runs[f"{TAPE}{label} (warm numba cache)"] = warm
     return runs, None
+
+
+def aot_note(runs: dict) -> str:
+    from tape.kernels import aot
+    built = os.path.exists(aot.manifest_path(aot.DIRECTORY, aot.source_key()))
+    during = any(r["numba_imported"] for label, results in runs.items()
+                 if label.startswith(TAPE) and "JIT only" not in label for r in results)
+    return (f"ahead-of-time kernels for these sources: {'built' if built else 'NOT built'} "
+            f"(python -m tape.optim.warmup); numba imported during Tape's steps with them: "
+            f"{'YES' if during else 'no'}")
 
 
 def main(argv=None):
@@ -148,6 +161,7 @@ def main(argv=None):
     print()
     print_notes([f"small MLP: batch {SMALL[0]}, {'-'.join(map(str, SMALL[1]))}, as in mlp.py",
                  "import tape pulls in numba: " + ("YES" if numba_flags[TAPE] else "no"),
+                 aot_note(runs),
                  "Python start-up itself (interpreter, site) is outside every figure; children "
                  "cache bytecode (PYTHONDONTWRITEBYTECODE is cleared), as an installed package "
                  "does.",

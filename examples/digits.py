@@ -2,6 +2,7 @@
 
     python examples/digits.py [--epochs 40] [--hidden 128] [--lr 0.05] [--batch 32] [--seed 0]
                               [--export build/digits_model] [--place cpu|cuda]
+    mpirun -np 4 python examples/digits.py --distributed
 
 Trains with a DyNet-style loop (one ``reset_global_tape()`` per iteration, ``loss.backward()``,
 ``sgd(params)``) and prints the held-out test accuracy; then traces the model into a static
@@ -10,7 +11,9 @@ runs it with Tape's Executor — and with PaddlePaddle's own predictor when padd
 and prints how far their predictions are from the eager model's; then exports it to ONNX
 (model.onnx beside them) and prints how far onnxruntime's predictions are. ``--place cuda``
 trains on the GPU (``pip install -e '.[cuda]'``): the same loop, with new Variables and
-parameters on ``tape.CUDAPlace()``.
+parameters on ``tape.CUDAPlace()``. ``--distributed``, under ``mpirun``, trains data-parallel:
+each rank on its shard of every epoch, with ``--batch`` split over the ranks; rank 0 reports
+and exports.
 """
 import argparse
 import subprocess
@@ -63,6 +66,29 @@ def train(model, params, x_train, y_train, args, optimizer=None) -> float:
     return time.perf_counter() - start
 
 
+def train_distributed(model, params, x_train, y_train, args) -> float:
+    """``--distributed`` (under ``mpirun -np N``): every rank trains on its shard of each epoch
+    with ``args.batch / N`` examples per step; DataParallel starts the ranks from rank 0's
+    parameters and averages their gradients, so they end with the same model. Returns the
+    seconds it took."""
+    from tape import distributed
+    distributed.init()
+    rank, world = distributed.rank(), distributed.world_size()
+    distributed.DataParallel(params)
+    opt = optim.SGD(learning_rate=args.lr)
+    per_rank = max(1, args.batch // world)
+    start = time.perf_counter()
+    for epoch in range(args.epochs):
+        mine = distributed.shard(len(x_train), rank, world, seed=args.seed, epoch=epoch)
+        for i in range(0, len(mine), per_rank):
+            idx = mine[i:i + per_rank]
+            tape.reset_global_tape()
+            loss = F.cross_entropy(model(tape.Variable(x_train[idx])), y_train[idx])
+            loss.backward()
+            opt(params)
+    return time.perf_counter() - start
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=40)
@@ -74,6 +100,8 @@ def main():
                         help="directory for the exported inference model")
     parser.add_argument("--place", choices=["cpu", "cuda"], default="cpu",
                         help="train on the CPU or on the first CUDA GPU")
+    parser.add_argument("--distributed", action="store_true",
+                        help="data-parallel over the ranks of mpirun (tape.distributed)")
     args = parser.parse_args()
     place = tape.CUDAPlace(0) if args.place == "cuda" else tape.CPUPlace()
     try:
@@ -90,7 +118,12 @@ def main():
     def model(x):
         return l2(l1(x))
 
-    seconds = train(model, l1.params() + l2.params(), x_train, y_train, args)
+    if args.distributed:
+        seconds = train_distributed(model, l1.params() + l2.params(), x_train, y_train, args)
+        if tape.distributed.rank() != 0:
+            return
+    else:
+        seconds = train(model, l1.params() + l2.params(), x_train, y_train, args)
     acc = accuracy(model, x_test, y_test)
     print(f"test accuracy: {acc:.4f} ({len(x_test)} held-out digits, {seconds:.1f} s training "
           f"on {place})")

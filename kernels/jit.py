@@ -10,27 +10,47 @@ compilation every function of ``kernels/formulas.py`` is registered with numba, 
 compiles it into the loop that calls it. numba's cache checks only the file a function is
 defined in, so the stamps of the formulas file and of this one are added to every cached loop's:
 editing a formula recompiles the loops instead of loading stale ones.
+
+Where ``python -m tape.optim.warmup`` built ahead-of-time variants (``kernels/aot.py``), a call
+whose argument types match one exactly runs it without importing numba; any other call runs
+numba's.
 """
 import inspect
 import os
+import weakref
 
-from . import formulas
+from . import aot, formulas
+
+# every njit alive: what the ahead-of-time build looks through
+instances = weakref.WeakSet()
 
 
 class njit:
     """Decorator: a function compiled by numba on first call, cached on disk."""
 
-    __slots__ = ("py_func", "_compiled", "_options")
+    __slots__ = ("py_func", "key", "_compiled", "_options", "_aot", "__weakref__")
 
-    def __init__(self, fn=None, **options):
+    def __init__(self, fn=None, *, key=None, **options):
         self.py_func = fn
+        self.key = key or f"{fn.__module__}.{fn.__qualname__}"
         self._compiled = None
         self._options = options
+        self._aot = None
+        instances.add(self)
 
     def __call__(self, *args):
+        variants = self._aot
+        if variants is None:
+            variants = self._aot = aot.variants(self.key)
+        if variants:
+            exact = variants.get(aot.signature(args))
+            if exact is not None:
+                return exact(*args)
         compiled = self._compiled
         if compiled is None:
             compiled = self._compiled = _compile(self.py_func, self._options)
+            if _recorder is not None:
+                compiled = self._compiled = _recorder(self, compiled)
         return compiled(*args)
 
 
@@ -44,20 +64,23 @@ def pointwise(formula, inputs=2):
     formula(*(a[i] for a in arrays), *scalars)`` over ``inputs`` flat arrays; ``scalars`` is a
     tuple of the formula's remaining arguments (attributes)."""
     _called_with_star_args.add(formula)
+    key = f"{__name__}.pointwise({formula.__module__}.{formula.__name__}, inputs={inputs})"
     if inputs == 1:
         def unary(a, out, scalars):
             for i in range(out.size):
                 out[i] = formula(a[i], *scalars)
-        return njit(unary)
+        return njit(unary, key=key)
 
     def binary(a, b, out, scalars):
         for i in range(out.size):
             out[i] = formula(a[i], b[i], *scalars)
-    return njit(binary)
+    return njit(binary, key=key)
 
 
 _registered = False
 _called_with_star_args = set()
+# set by the ahead-of-time build: ``_recorder(njit, dispatcher)`` wraps each compiled function
+_recorder = None
 
 
 def _register_formulas():

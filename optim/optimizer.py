@@ -135,6 +135,8 @@ class Optimizer:
             for p, g in params_grads:
                 run(*self.update_op(p, g))
                 p.grad = None
+        # on a lazy tape the updates were only recorded: a step takes effect when it is made
+        tape.compute(*(p for p, _ in params_grads))
 
     def minimize(self, loss, program) -> list:
         """Static training: append the backward of ``loss`` to ``program`` (unless already

@@ -181,6 +181,37 @@ def _grad_names(p: _Prepared, h) -> dict:
             for slot, _, bound in p.outs}
 
 
+# Called as ``hook(leaf)`` once a leaf's ``.grad`` is final, while backward goes on (no op left
+# to replay reads the leaf), and as ``hook(None)`` when backward ends: data-parallel training
+# (tape.distributed) sends gradients from there. With no hook, backward does no extra work.
+grad_ready_hooks: list = []
+
+
+def _last_readers(ops: list) -> dict:
+    """``{op index: [leaf Variables]}``: where, replaying in reverse, each leaf's gradient is
+    complete (the first op that reads it)."""
+    first = {}
+    for i, h in enumerate(ops):
+        for es in h.inputs.values():
+            for e in es:
+                if type(e) is Variable and e._tape == 0 and e.desc not in first:
+                    first[e.desc] = (i, e)
+    done = {}
+    for i, e in first.values():
+        done.setdefault(i, []).append(e)
+    return done
+
+
+def _hand_over(ready, grads, leaves) -> None:
+    """Set the ``.grad`` of the leaves in ``ready`` that got a gradient and call the hooks."""
+    for leaf in ready:
+        d = leaf.desc
+        if leaves.pop(d, None) is not None:
+            _set_grad(leaf, grads.pop(d))
+            for hook in grad_ready_hooks:
+                hook(leaf)
+
+
 def run_backward(ops: list, seeds: dict) -> None:
     """Replay ``ops`` (a spent tape's handles) in reverse from ``{VarDesc: seed gradient}``.
 
@@ -192,7 +223,10 @@ def run_backward(ops: list, seeds: dict) -> None:
     leaves = {}
     temps = {}
     summed = set()      # VarDescs whose gradient array the summing made
+    ready = _last_readers(ops) if grad_ready_hooks else None
     while ops:
+        if ready is not None and len(ops) in ready:    # after replaying the op at that index
+            _hand_over(ready.pop(len(ops)), grads, leaves)
         h = ops.pop()
         outs = []
         reached = False
@@ -211,7 +245,15 @@ def run_backward(ops: list, seeds: dict) -> None:
             grads.pop(d, None)
             summed.discard(d)
         del h
+    if ready:
+        _hand_over(ready.pop(0, ()), grads, leaves)
     for d, leaf in leaves.items():
-        g = grads[d]
-        total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+        _set_grad(leaf, grads[d])
+    if ready is not None:
+        for hook in grad_ready_hooks:
+            hook(None)
+
+
+def _set_grad(leaf: Variable, g) -> None:
+    total = g if leaf.grad is None else leaf.grad._value + g
+    leaf.grad = Variable(total, name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)

@@ -2,13 +2,18 @@
 
 ``FLAGS_enable_unused_var_check``: after each kernel, fail if the op declares an input the kernel
 never read (see ``tape.checks``). ``FLAGS_check_nan_inf``: after each kernel, fail on the first
-floating output holding a NaN or an Inf.
+floating output holding a NaN or an Inf. ``FLAGS_lazy_execution``: ops record and compute
+only when a value is asked for, as inside ``with tape.lazy():`` (``tape.lazy``).
+``FLAGS_lazy_batching`` (on by default): a lazy execution runs ready ops of one signature as one
+kernel call (``tape.batching``).
 """
 import os
 
 _DEFAULTS = {
     "FLAGS_enable_unused_var_check": False,
     "FLAGS_check_nan_inf": False,
+    "FLAGS_lazy_execution": False,
+    "FLAGS_lazy_batching": True,
 }
 _TRUE = {"1", "true", "on", "yes"}
 
@@ -33,6 +38,18 @@ def set_flags(values: dict) -> None:
     for name, value in values.items():
         flags[name] = bool(value)
     _update_checking()
+    for name in values:
+        for callback in _watchers.get(name, ()):
+            callback()
+
+
+_watchers: dict = {}
+
+
+def on_change(name: str, callback) -> None:
+    """Call ``callback()`` after ``set_flags`` sets flag ``name`` (the calling thread's
+    tape follows FLAGS_lazy_execution this way)."""
+    _watchers.setdefault(name, []).append(callback)
 
 
 def get_flags(names=None) -> dict:

@@ -19,11 +19,13 @@ from .place import CPU
 from .variable import Variable, new_variable
 
 
-def make_runner(info, env: dict):
+def make_runner(info, env: dict, lazy: bool = False):
     """The runner of ``info``: ``run(tape, inputs, attrs, outputs) -> {slot: [Variable]}``.
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
-    ``restart`` (reset_global_tape) and ``OpHandle``.
+    ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
+    kernel call: its outputs are pending on the op (``tape.lazy``), computed when asked for.
+    An eager runner given a pending input computes it first (lazy and eager Variables mix).
     """
     lines = ["def run(tape, inputs, attrs, outputs):",
              "    if tape._spent and tape is local.tape:",
@@ -66,14 +68,18 @@ def make_runner(info, env: dict):
         "    if plan is None:",
         "        plan = _infer_new(info, inputs, attrs, place, key)",
         f"    arrays = {{{', '.join(arrays)}}}",
-        "    if flags.checking and flags.flags['FLAGS_check_nan_inf']:",
-        "        outputs = named_outputs(plan, outputs)     # named now, for the check's message",
-        "    result = invoke(plan, arrays, None, outputs)",
+        *(["    result = pending_result(plan)"] if lazy else [
+            "    if flags.checking and flags.flags['FLAGS_check_nan_inf']:",
+            "        outputs = named_outputs(plan, outputs)     # named now, for the check's "
+            "message",
+            "    result = invoke(plan, arrays, None, outputs)"]),
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
         "    record = grad_flows or tape.tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
         "    if not record:",
+        "        return defer(plan, arrays, make_outputs(plan, result, outputs, False, 0, place, "
+        "None), None)" if lazy else
         "        return make_outputs(plan, result, outputs, False, 0, place, None)",
         "    keeps = info.slot_names if tape.tracing else info.keeps",
         "    entries = {}",
@@ -82,16 +88,20 @@ def make_runner(info, env: dict):
         "    produced = make_outputs(plan, result, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
         "    tape._ops.append(OpHandle(plan, entries, outs))",
-        "    return produced",
+        "    return defer(plan, arrays, produced, tape)" if lazy else "    return produced",
     ]
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      invoke=invoke, _infer_new=_infer_new, Variable=Variable,
                      check_stale=_check_stale, stale_error=_stale_error,
                      spent_error=_spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=_count_error,
-                     not_variable=_not_variable, no_value=_no_value,
-                     common_place=_common_place, gather_many=_gather_many)
-    exec(compile("\n".join(lines), f"<runner of {info.type}>", "exec"), namespace)
+                     not_variable=_not_variable,
+                     common_place=_common_place, gather_many=_gather_many,
+                     unset=env["pending_ref"] if lazy else env["pending_value"])
+    if lazy:
+        namespace.update(defer=env["defer"], pending_result=env["pending_result"])
+    name = f"<{'lazy ' if lazy else ''}runner of {info.type}>"
+    exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]
 
 
@@ -105,15 +115,15 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool) -> list:
                   else "        raise count_error(info, {n}, vs{i})")
         return [f"    vs{i} = inputs.get({n})",
                 f"    if vs{i}:",
-                f"        k{i}, a{i}, place = gather_many(info, inputs, {n}, vs{i}, place)",
+                f"        k{i}, a{i}, place = gather_many(info, inputs, {n}, vs{i}, place, unset)",
                 "    else:",
                 absent.format(i=i, n=n)]
     check = [f"    if not isinstance(v{i}, Variable):",
              f"        raise not_variable(info, {n}, v{i})",
              f"    d{i} = v{i}.desc",
              f"    a{i} = v{i}._value",
-             f"    if a{i} is None:",
-             f"        raise no_value(info, {n}, d{i})",
+             f"    if a{i} is None:     # pending on a lazy op, or an error",
+             f"        a{i} = unset(info, {n}, v{i})",
              f"    if v{i}.place is not place:",
              f"        place = common_place(info, inputs, place, {n}, v{i})"]
     if not dispensable:
@@ -147,20 +157,21 @@ def _infer_new(info, inputs: dict, attrs, place, key: tuple):
     return infer(info, attrs, attrs_key, descs, place, key)
 
 
-def _gather_many(info, inputs: dict, name: str, vs, place) -> tuple:
+def _gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
     """``(signature part, arrays, place)`` of the Variables ``vs`` of duplicable slot ``name``,
-    each checked as a single slot's is."""
+    each checked as a single slot's is (``unset`` stands in for a value not yet computed)."""
     key, arrays = [len(vs)], []
     for v in vs:
         if not isinstance(v, Variable):
             raise _not_variable(info, name, v)
         d = v.desc
-        if v._value is None:
-            raise _no_value(info, name, d)
+        value = v._value
+        if value is None:
+            value = unset(info, name, v)
         if v.place is not place:
             place = _common_place(info, inputs, place, name, v)
         key.append((d.shape, d.dtype, d.stop_gradient))
-        arrays.append(v._value)
+        arrays.append(value)
     return tuple(key), arrays, place
 
 
@@ -229,7 +240,7 @@ def _not_variable(info, name: str, value) -> InvalidArgumentError:
                                 f"{type(value).__name__}")
 
 
-def _no_value(info, name: str, desc) -> InvalidArgumentError:
+def no_value(info, name: str, desc) -> InvalidArgumentError:
     return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
 
 

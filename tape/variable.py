@@ -85,7 +85,9 @@ class Variable:
     the place of its inputs and puts its outputs there.
     """
 
-    __slots__ = ("desc", "_value", "grad", "_tape", "place", "__weakref__")
+    # ``_lazy``: the ref of the lazy op a Variable without a value is pending on (tape.lazy);
+    # only lazy runners set it, so an eager Variable never pays for it (read with getattr).
+    __slots__ = ("desc", "_value", "grad", "_tape", "place", "_lazy", "__weakref__")
 
     def __init__(self, value=None, name: str | None = None, stop_gradient: bool = True,
                  place: Place | None = None):
@@ -106,10 +108,26 @@ class Variable:
         self._tape = 0   # serial of the tape whose recorded op produced it; 0 for a leaf
 
     def value(self):
-        """The array: numpy on CPUPlace, cupy on CUDAPlace (numpy under the CUDA simulator)."""
+        """The array: numpy on CPUPlace, cupy on CUDAPlace (numpy under the CUDA simulator).
+        A Variable pending on lazy ops (``tape.lazy``) runs what it needs first."""
         if _value_reads.forbidden:
             _refuse_value_read(self, f"{self.name}.value()")
-        return self._value
+        value = self._value
+        return value if value is not None else self._computed()
+
+    def _computed(self):
+        """The value of a Variable that holds none: computed if it is pending on a lazy op
+        (kept from then on), else None."""
+        if getattr(self, "_lazy", None) is None:
+            return None
+        from .pending import settle
+        return settle(self)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the value waits for lazy ops to run (``tape.lazy``)."""
+        ref = getattr(self, "_lazy", None) if self._value is None else None
+        return ref is not None and ref[0].results is None
 
     @property
     def name(self) -> str:
@@ -147,7 +165,12 @@ class Variable:
 
     def detach(self) -> Variable:
         """A leaf constant sharing this value: use a Variable from an old tape as plain data."""
-        return Variable(self._value, place=self.place)
+        return Variable(self._array(), place=self.place)
+
+    def _array(self):
+        """The value, computed first if pending (what every reader of the value uses)."""
+        value = self._value
+        return value if value is not None else self._computed()
 
     def to(self, place: Place) -> Variable:
         """Move the value (and gradient) to ``place``, in place; returns this Variable.
@@ -155,7 +178,7 @@ class Variable:
         >>> x = tape.Variable(np.ones(3, np.float32)).to(tape.CUDAPlace(0))
         """
         if place != self.place:
-            if self._value is not None:
+            if self._array() is not None:
                 self._value = place.put(self._value)
             self.place = place
         if self.grad is not None:
@@ -172,13 +195,13 @@ class Variable:
         ``numpy()``), a copy of a device value."""
         if _value_reads.forbidden:
             _refuse_value_read(self, f"{self.name}.numpy()")
-        return host_array(self._value)
+        return host_array(self._array())
 
     def item(self):
         """The one element of the value as a Python number (``loss.item()``)."""
         if _value_reads.forbidden:
             _refuse_value_read(self, f"{self.name}.item()")
-        value = self._value
+        value = self._array()
         if value.size != 1:     # checked on the device: only one element crosses
             raise InvalidArgumentError(f"{self.name}.item(): the value has {value.size} "
                                        f"elements {list(value.shape)}; item() needs exactly one")
@@ -187,18 +210,18 @@ class Variable:
     def __array__(self, dtype=None, copy=None):
         if _value_reads.forbidden:
             _refuse_value_read(self, f"np.asarray({self.name})")
-        value = host_array(self._value)
+        value = host_array(self._array())
         return value if dtype is None else value.astype(dtype)
 
     def __bool__(self):
         if _value_reads.forbidden:
             _refuse_value_read(self, f"bool({self.name})")
-        return bool(self._value)
+        return bool(self._array())
 
     def __float__(self):
         if _value_reads.forbidden:
             _refuse_value_read(self, f"float({self.name})")
-        return float(self._value)
+        return float(self._array())
 
     def __len__(self):
         return self.desc.shape[0]
@@ -209,7 +232,7 @@ class Variable:
         place = "" if self.place is CPU else f", place={self.place}"
         head = (f"Variable({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
                 f"stop_gradient={self.stop_gradient}{place}")
-        if self._value is None or _value_reads.forbidden:
+        if _value_reads.forbidden or self._array() is None:
             return head + ")"
         indent = " " * len("Variable(")
         values = np.array2string(host_array(self._value), prefix=indent, separator=", ")

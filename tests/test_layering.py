@@ -66,9 +66,9 @@ RULES = {
         (lambda: sources("kernels"), ("tape.ops", "tape.static", "tape.onnx", "tape.layers",
                                       "tape.optim")),
     # the core (tape/*.py and the op definitions) comes before static mode and the exporters
-    "the core sees no tape.static or tape.onnx":
+    "the core sees no tape.static, tape.onnx or tape.distributed":
         (lambda: sources("tape", "*.py", {TAPE_INIT}) + sources("tape/ops")
-         + sources("tape/testing"), ("tape.static", "tape.onnx")),
+         + sources("tape/testing"), ("tape.static", "tape.onnx", "tape.distributed")),
     # an exporter reads programs, not kernels: geometry both need lives in the core
     "tape.onnx sees no kernels": (lambda: sources("tape/onnx"), ("tape.kernels",)),
     "tape sees no layers or optim":

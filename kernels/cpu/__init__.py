@@ -1,6 +1,7 @@
 """CPU kernels: numpy where it is optimal, lazily compiled numba where a fused loop pays."""
 from . import (  # noqa: F401
     activation,
+    collective,
     compare,
     control_flow,
     conv,

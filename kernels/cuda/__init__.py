@@ -9,6 +9,7 @@ same kernels run on numpy arrays: that is how CI checks them without a GPU (test
 """
 from . import (  # noqa: F401
     activation,
+    collective,
     conv,
     dropout,
     elementwise,

@@ -14,6 +14,7 @@ from ..tape import _local, get_global_tape
 # each family registers its ops on import
 from . import (  # noqa: F401
     activation,
+    collective,
     compare,
     control_flow,
     conv,

@@ -7,6 +7,7 @@ it to what targets need; ``Executor`` runs it with the eager tape's shape rules 
 """
 from . import control_flow, nn  # noqa: F401  (control_flow: the Executor's runners)
 from .backward import append_backward, append_optimizer_ops
+from .data_parallel import data_parallel
 from .executor import Executor
 from .inference import load_inference_model, save_inference_model
 from .program import Program, append_checkpoint
@@ -16,5 +17,5 @@ from .trace import to_program, trace
 from .visualize import to_dot
 
 __all__ = ["Executor", "Program", "Scope", "ScopeVar", "append_backward", "append_checkpoint",
-           "append_optimizer_ops", "global_scope", "load_inference_model", "prune",
-           "nn", "save_inference_model", "to_dot", "to_program", "trace"]
+           "append_optimizer_ops", "data_parallel", "global_scope", "load_inference_model",
+           "nn", "prune", "save_inference_model", "to_dot", "to_program", "trace"]

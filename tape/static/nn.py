@@ -57,9 +57,9 @@ def while_loop(cond, body, loop_vars, is_test: bool = False, name=None) -> list:
         _recorded(tape, iteration)
     outer = state + [pred]
     steps = _kind_variable("while_step_scopes", STEP_SCOPES)
-    _append(tape, BlockOp("while", {"X": reads(block), "Condition": [pred]},
-                          {"Out": outer, "StepScopes": [steps]}, {"is_test": bool(is_test)},
-                          [(SUB_BLOCK, block, outer)]))
+    tape.append(BlockOp("while", {"X": reads(block), "Condition": [pred]},
+                        {"Out": outer, "StepScopes": [steps]}, {"is_test": bool(is_test)},
+                        [(SUB_BLOCK, block, outer)]))
     return state
 
 
@@ -105,16 +105,16 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         results = [_new_like(v, "cond_branch") for v in outs]
         block += _recorded(tape, _assigning(tape, outs, results))[1]
         scope = _kind_variable("cond_scope", STEP_SCOPES)
-        _append(tape, BlockOp("conditional_block", {"Cond": [fn_pred], "Input": reads(block)},
-                              {"Out": results, "Scope": [scope]},
-                              {"is_scalar_condition": True}, [(SUB_BLOCK, block, results)]))
+        tape.append(BlockOp("conditional_block", {"Cond": [fn_pred], "Input": reads(block)},
+                            {"Out": results, "Scope": [scope]},
+                            {"is_scalar_condition": True}, [(SUB_BLOCK, block, results)]))
         merged.append(results)
     mask = ops.cast(pred, in_dtype=dtypes.BOOL, out_dtype=dtypes.INT32)
     chosen = []
     for t, f in zip(*merged):
         out = _new_like(t if taken else f, "cond_out")
-        _append(tape, BlockOp("select_input", {"X": [f, t], "Mask": [mask]}, {"Out": [out]},
-                              {}, []))
+        tape.append(BlockOp("select_input", {"X": [f, t], "Mask": [mask]}, {"Out": [out]},
+                            {}, []))
         chosen.append(out)
     if t_result is None:
         return None
@@ -182,13 +182,7 @@ def _recorded(tape, fn):
     """``(fn(), the handles it recorded)``, the handles taken off ``tape``."""
     start = len(tape)
     result = fn()
-    block = tape._ops[start:]
-    del tape._ops[start:]
-    return result, block
-
-
-def _append(tape, op: BlockOp) -> None:
-    tape._ops.append(op)
+    return result, tape.take_since(start)
 
 
 def _assigning(tape, sources: list, targets: list):

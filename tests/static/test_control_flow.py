@@ -256,7 +256,8 @@ def test_static_gradient_of_nested_control_flow():
 
 def test_readme_control_flow_example_runs():
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Loops and branches"):readme.index("## Coming from")]
+    start = readme.index("### Loops and branches")
+    section = re.split(r"\n##+ ", readme[start:])[0]     # up to the next heading
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     scope = {"tape": tape}
     exec(compile(block, "README.md", "exec"), scope)

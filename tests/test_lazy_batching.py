@@ -1,0 +1,184 @@
+"""Autobatching of lazy execution: batched equals unbatched (bit for bit where each element is
+computed alone, within float32 rounding where a batch is one matrix product or one sum), fewer
+kernel calls, shared inputs passed once, DyNet's agenda, and a Tree-LSTM over 16 trees whose
+gradients match eager Tape's."""
+import contextlib
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tape
+import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
+from tape import Variable, batching, ops
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """``(op type, {slot: arrays})`` of each kernel call lazy execution makes."""
+    calls = []
+    invoke = batching.invoke
+
+    def counting(plan, arrays, wants=None, names=None):
+        calls.append((plan.info.type, arrays))
+        return invoke(plan, arrays, wants, names)
+    monkeypatch.setattr(batching, "invoke", counting)
+    return calls
+
+
+@contextlib.contextmanager
+def batching_off():
+    tape.set_flags({"FLAGS_lazy_batching": False})
+    try:
+        yield
+    finally:
+        tape.set_flags({"FLAGS_lazy_batching": True})
+
+
+def floats(rng, shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def run_lazily(build, params):
+    """Loss value and parameter gradients of ``build()`` run on a lazy tape."""
+    for p in params:
+        p.grad = None
+    with tape.lazy():
+        tape.reset_global_tape()
+        loss = build()
+        loss.backward()
+        value = loss.numpy()
+    return value, [p.grad.numpy() for p in params]
+
+
+def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
+    rng = np.random.default_rng(0)
+    xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
+
+    def build():
+        ys = [ops.exp(ops.tanh(ops.scale(x, scale=0.5, bias=0.1)) * x) for x in xs]
+        return ops.reduce_sum(ops.concat(ys, axis=0))
+    batched = run_lazily(build, xs)
+    calls = [t for t, _ in kernel_calls]
+    # one call each for scale, tanh, multiply, exp (6 chains) and their grads
+    assert calls.count("tanh") == 1 and calls.count("elementwise_mul") == 1
+    assert calls.count("tanh_grad") == 1 and calls.count("elementwise_mul_grad") == 1
+    kernel_calls.clear()
+    with batching_off():
+        unbatched = run_lazily(build, xs)
+    assert [t for t, _ in kernel_calls].count("tanh") == 6
+    np.testing.assert_array_equal(batched[0], unbatched[0])
+    for a, b in zip(batched[1], unbatched[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_shared_weight_is_passed_once_and_its_gradient_summed(kernel_calls):
+    rng = np.random.default_rng(1)
+    w = Variable(floats(rng, (5, 3)), stop_gradient=False)
+    b = Variable(floats(rng, (3,)), stop_gradient=False)
+    xs = [Variable(floats(rng, (1, 5)), stop_gradient=False) for _ in range(8)]
+
+    def build():
+        hs = [ops.elementwise_add(ops.mul(x, w), b) for x in xs]
+        return ops.reduce_sum(ops.concat([ops.tanh(h) for h in hs], axis=0))
+    params = [w, b, *xs]
+    batched = run_lazily(build, params)
+    muls = [arrays for t, arrays in kernel_calls if t == "mul"]
+    assert len(muls) == 1 and muls[0]["X"].shape == (8, 5) and muls[0]["Y"] is w.value()
+    assert [t for t, _ in kernel_calls].count("mul_grad") == 1
+    with batching_off():
+        unbatched = run_lazily(build, params)
+    np.testing.assert_allclose(batched[0], unbatched[0], rtol=1e-6)
+    for a, e in zip(batched[1], unbatched[1]):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
+
+
+def _cases(rng):
+    """Per op family: (name, parameters, build) with several independent instances that a
+    batch runs together."""
+    n = 4
+    w = Variable(floats(rng, (6, 4)), stop_gradient=False)
+    emb = Variable(floats(rng, (10, 6)), stop_gradient=False)
+    xs = [Variable(floats(rng, (2, 6)), stop_gradient=False) for _ in range(n)]
+    ids = [Variable(rng.integers(0, 10, (3,)).astype(np.int64)) for _ in range(n)]
+    labels = [Variable(rng.integers(0, 4, (2, 1)).astype(np.int64)) for _ in range(n)]
+
+    def total(terms):
+        return ops.reduce_sum(ops.concat([ops.reshape2(t, shape=[-1]) for t in terms], axis=0))
+
+    return [
+        ("matmul_v2", [w, *xs], lambda: total([ops.matmul_v2(x, w) for x in xs])),
+        ("bias and activations", xs, lambda: total(
+            [ops.sigmoid(ops.elementwise_mul(x, ops.relu(xs[0][0]))) for x in xs])),
+        ("concat/split/slice", xs, lambda: total(
+            [ops.slice(ops.concat(list(ops.split(x, num=2, axis=1))[::-1], axis=1),
+                       axes=[1], starts=[1], ends=[5]) for x in xs])),
+        ("lookup_table_v2", [emb], lambda: total(
+            [ops.tanh(ops.lookup_table_v2(i, emb)) for i in ids])),
+        ("softmax_with_cross_entropy", [w, *xs], lambda: total(
+            [ops.softmax_with_cross_entropy(ops.matmul_v2(x, w), label)[1]
+             for x, label in zip(xs, labels)])),
+        ("reductions", xs, lambda: total(
+            [ops.reduce_mean(ops.square(x), dim=[1]) + ops.reduce_max(x, dim=[-1])
+             for x in xs])),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_each_batched_family_equals_unbatched(case, kernel_calls):
+    name, params, build = _cases(np.random.default_rng(case))[case]
+    batched = run_lazily(build, params)
+    batched_calls = len(kernel_calls)
+    kernel_calls.clear()
+    with batching_off():
+        unbatched = run_lazily(build, params)
+    assert batched_calls < len(kernel_calls), name
+    np.testing.assert_allclose(batched[0], unbatched[0], rtol=1e-6, err_msg=name)
+    for a, e in zip(batched[1], unbatched[1]):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * max(np.abs(e).max(), 1),
+                                   err_msg=name)
+
+
+def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
+    x, y = Variable(np.ones((1, 3), np.float32)), Variable(np.ones((1, 3), np.float32))
+    with tape.lazy():
+        a = ops.tanh(ops.tanh(ops.tanh(x)))     # tanh x3
+        b = ops.tanh(ops.exp(y))                # exp, then a tanh that can join a's first
+        tape.compute(a, b)
+    # exp runs first (tanh(x) alone would be a batch of one while tanh(exp(y)) is coming),
+    # then the two first-level tanh together: 4 calls, not 5
+    assert [(t, arrays["X"].shape[0]) for t, arrays in kernel_calls] == [
+        ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
+
+
+# ---- Tree-LSTM over 16 trees ----
+
+def _benchmark_models():
+    """benchmarks/dynamic.py, whose Tree-LSTM (hidden 64) the test trains."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        import dynamic
+    finally:
+        sys.path.pop(0)
+    return dynamic
+
+
+def test_tree_lstm_gradients_over_16_trees_match_eager(kernel_calls):
+    dynamic = _benchmark_models()
+    rng = np.random.default_rng(5)
+    samples = [(dynamic.random_tree(rng, int(rng.integers(2, 7))), int(rng.integers(5)))
+               for _ in range(16)]
+    tape.seed(0)
+    params, (loss,) = dynamic.forest_tape(tape, samples)
+    tape.reset_global_tape()
+    eager_loss = loss()
+    eager_ops = len(tape.get_global_tape())
+    eager_loss.backward()
+    eager = [p.grad.numpy() for p in params]
+    lazy_value, lazy = run_lazily(loss, params)
+    np.testing.assert_allclose(lazy_value, eager_loss.numpy(), rtol=1e-6)
+    for p, a, e in zip(params, lazy, eager):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(), err_msg=p.name)
+    forward_calls = [t for t, _ in kernel_calls if not t.endswith("_grad")]
+    assert len(forward_calls) < eager_ops / 4, (len(forward_calls), eager_ops)
