@@ -37,7 +37,9 @@ def _check_input(cell: str, x: Variable, input_size: int) -> None:
 
 
 def _check_state(cell: str, name: str, state: Variable, batch: int, hidden_size: int) -> None:
-    if tuple(state.shape) != (batch, hidden_size):
+    # -1: a size known only when the ops run (a zero state under tape.lazy(), in a program)
+    if len(state.shape) != 2 or state.shape[1] != hidden_size or \
+            -1 not in (batch, state.shape[0]) and state.shape[0] != batch:
         raise InvalidArgumentError(f"{cell}: expected {name} of shape ({batch}, {hidden_size}), "
                                    f"received {tuple(state.shape)}")
 

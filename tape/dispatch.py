@@ -64,8 +64,10 @@ class CallPlan:
         output slot): for a plan whose output shapes are ``shaped_by_values``."""
         outputs = []
         for (slot, duplicable, specs, carries), value in zip(self.outputs, result):
-            if specs is not None and value is not None:
-                values = value if duplicable else (value,)
+            values = value if duplicable else (value,)
+            # (a lazy run's stand-ins are None: its outputs keep the unknown dims until it runs)
+            if specs is not None and value is not None and \
+                    all(v is not None for v in values):
                 specs = [(tuple(v.shape), dtype) for (_, dtype), v in zip(specs, values)]
             outputs.append((slot, duplicable, specs, carries))
         return tuple(outputs)
