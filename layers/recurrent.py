@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 import tape
+from tape import dtypes
 from tape.errors import InvalidArgumentError
 from tape.variable import Variable, unique_name
 
@@ -36,9 +37,26 @@ def _check_input(cell: str, x: Variable, input_size: int) -> None:
 
 
 def _check_state(cell: str, name: str, state: Variable, batch: int, hidden_size: int) -> None:
-    if tuple(state.shape) != (batch, hidden_size):
+    # -1: a size known only when the ops run (a zero state under tape.lazy(), in a program)
+    if len(state.shape) != 2 or state.shape[1] != hidden_size or \
+            -1 not in (batch, state.shape[0]) and state.shape[0] != batch:
         raise InvalidArgumentError(f"{cell}: expected {name} of shape ({batch}, {hidden_size}), "
                                    f"received {tuple(state.shape)}")
+
+
+def batch_zeros(x: Variable, batch_axis: int, shape, dtype) -> Variable:
+    """Zeros of ``shape`` (a constant: no gradient) on ``x``'s place, whose one -1 takes the
+    size of ``x``'s axis ``batch_axis`` when the op runs: ``shape``, ``slice`` and a
+    ``fill_constant`` with a ShapeTensorList, as Paddle's own programs make an RNN's zero state.
+    Recorded in a program, it follows the batch fed, where a zeros array would keep the traced
+    one."""
+    ops = tape.ops
+    size = ops.slice(ops.shape(x), axes=[0], starts=[batch_axis], ends=[batch_axis + 1],
+                     decrease_axis=[0])
+    # the known sizes as tensors like the batch size (fill_any_like): on x's place
+    dims = [size if n == -1 else ops.fill_any_like(size, value=float(n)) for n in shape]
+    return ops.fill_constant(ShapeTensorList=dims, shape=list(shape),
+                             dtype=dtypes.from_numpy(np.dtype(dtype)), value=0.0)
 
 
 def _affine(x: Variable, weight: Variable, bias: Variable) -> Variable:
@@ -67,6 +85,10 @@ class _Cell(Layer):
         """A (batch, hidden_size) zero state (a constant: no gradient) on ``place`` (default: the
         default place)."""
         return Variable(np.zeros((batch, self.hidden_size), self._dtype), place=place)
+
+    def zeros_like_batch(self, x: Variable) -> Variable:
+        """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
+        return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "
@@ -110,7 +132,7 @@ class LSTMCell(_Cell):
     def __call__(self, x: Variable, state: tuple[Variable, Variable] | None = None):
         _check_input("LSTMCell", x, self.input_size)
         if state is None:
-            h = c = self.zeros(x.shape[0], x.place)
+            h = c = self.zeros_like_batch(x)
         else:
             h, c = state
             for name, s in (("h", h), ("c", c)):
@@ -158,7 +180,7 @@ class GRUCell(_Cell):
     def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
         _check_input("GRUCell", x, self.input_size)
         if h is None:
-            h = self.zeros(x.shape[0], x.place)
+            h = self.zeros_like_batch(x)
         else:
             _check_state("GRUCell", "h", h, x.shape[0], self.hidden_size)
         ops = tape.ops
@@ -191,7 +213,7 @@ class SimpleRNNCell(_Cell):
     def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
         _check_input("SimpleRNNCell", x, self.input_size)
         if h is None:
-            h = self.zeros(x.shape[0], x.place)
+            h = self.zeros_like_batch(x)
         else:
             _check_state("SimpleRNNCell", "h", h, x.shape[0], self.hidden_size)
         return tape.ops.tanh(tape.ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),

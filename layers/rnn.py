@@ -14,7 +14,7 @@ from tape.variable import Variable
 
 from .dropout import Dropout
 from .layer import Layer, float_dtype
-from .recurrent import GRUCell, LSTMCell
+from .recurrent import GRUCell, LSTMCell, batch_zeros
 
 _DIRECTIONS = {"forward": 1, "bidirect": 2, "bidirectional": 2}
 _WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -72,7 +72,8 @@ class _RNN(Layer):
         self._check_inputs(inputs)
         steps, batch = inputs.shape[:2] if self.time_major else inputs.shape[1::-1]
         valid = self._valid_steps(sequence_length, batch, steps)
-        zero = Variable(np.zeros((batch, self.hidden_size), self._dtype), place=inputs.place)
+        zero = batch_zeros(inputs, 1 if self.time_major else 0, (-1, self.hidden_size),
+                           self._dtype)
         states = self._split_states(initial_states, batch, zero)
         # time-major inside: each layer's input is cut into steps, its outputs stacked, at once
         x = inputs if self.time_major else tape.ops.transpose2(inputs, axis=[1, 0, 2])
@@ -99,6 +100,14 @@ class _RNN(Layer):
         outputs = [None] * len(xs)
         for t in (reversed(range(len(xs))) if reverse else range(len(xs))):
             new = self._step(cell, xs[t], state)
+            if isinstance(valid, list):     # (batch, 1) 0/1 Variables: lengths known at run time
+                ops, keep = tape.ops, valid[t]
+                drop = ops.scale(keep, scale=-1.0, bias=1.0)
+                outputs[t] = ops.elementwise_mul(new[0], keep)
+                state = tuple(ops.elementwise_add(ops.elementwise_mul(n, keep),
+                                                  ops.elementwise_mul(s, drop))
+                              for n, s in zip(new, state))
+                continue
             if valid is None or valid[t].all():
                 state, outputs[t] = new, new[0]
                 continue
@@ -128,10 +137,23 @@ class _RNN(Layer):
                                        f"{self._dtype}, received {inputs.dtype}")
 
     def _valid_steps(self, sequence_length, batch: int, steps: int):
-        """None, or a bool (steps, batch) array: whether step t is within element b's length."""
+        """None; or a bool (steps, batch) array: whether step t is within element b's length;
+        or, for lengths given as a Variable, per step a (batch, 1) Variable of 0 and 1 (made by
+        ops, so a traced program takes any batch and any lengths)."""
         if sequence_length is None:
             return None
         name = type(self).__name__
+        if isinstance(sequence_length, Variable):
+            shape = tuple(sequence_length.shape)
+            if sequence_length.dtype.kind not in "iu" or len(shape) != 1 or \
+                    shape[0] not in (batch, -1):
+                raise InvalidArgumentError(
+                    f"{name}: expected sequence_length of integers of shape (batch,) = "
+                    f"({batch},), received {sequence_length.dtype} {shape}")
+            ops, code = tape.ops, float_dtype(name, self._dtype)
+            return [ops.unsqueeze2(ops.cast(ops.greater_than(
+                sequence_length, ops.fill_any_like(sequence_length, value=float(t))),
+                out_dtype=code), axes=[1]) for t in range(steps)]
         lengths = np.asarray(sequence_length)
         if lengths.dtype.kind not in "iu" or lengths.shape != (batch,):
             raise InvalidArgumentError(
@@ -170,8 +192,9 @@ class _RNN(Layer):
 
 _SHAPES = """
     Shapes: ``inputs`` (batch, time, input_size), or (time, batch, input_size) when
-    ``time_major``; ``sequence_length`` an int array of shape (batch,) with values in
-    [0, time]: step t of element b is padding when ``t >= sequence_length[b]`` (the state stays,
+    ``time_major``; ``sequence_length`` an int array (or an int Variable: a traced program
+    then takes it as a feed, of any batch) of shape (batch,) with values in [0, time]: step t
+    of element b is padding when ``t >= sequence_length[b]`` (the state stays,
     the output is zero; the reverse direction starts at the last valid step). Outputs (batch,
     time, num_directions * hidden_size) (time-major when ``time_major``), the directions'
     outputs concatenated on the last axis. States (num_layers * num_directions, batch,

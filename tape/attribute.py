@@ -7,6 +7,9 @@ from .errors import InvalidArgumentError
 INT, FLOAT, STRING, INTS, FLOATS, STRINGS, BOOLEAN, BOOLEANS, BLOCK, LONG, BLOCKS, LONGS = range(12)
 ATTR_TYPE_NAMES = ("INT", "FLOAT", "STRING", "INTS", "FLOATS", "STRINGS", "BOOLEAN", "BOOLEANS",
                    "BLOCK", "LONG", "BLOCKS", "LONGS")
+# Paddle 3.x's Scalar (a bool, an int or a float, each kept as it is) and lists of them
+SCALAR, SCALARS = 16, 17
+_TYPE_NAMES = {**dict(enumerate(ATTR_TYPE_NAMES)), SCALAR: "SCALAR", SCALARS: "SCALARS"}
 
 
 # Value checks: each says what it wants and gives values it rejects (for the generic test).
@@ -85,13 +88,18 @@ def _is_bool(v):
     return isinstance(v, bool) or type(v).__name__ == "bool_"
 
 
+def _as_scalar(v):
+    """A bool, int or float as itself (numpy scalars made Python ones)."""
+    return bool(v) if _is_bool(v) else int(v) if _is_int(v) else float(v)
+
+
 _SCALAR_TYPES = {
     INT: (_is_int, int), LONG: (_is_int, int), FLOAT: (_is_float, float),
     STRING: (lambda v: isinstance(v, str), str), BOOLEAN: (_is_bool, bool),
-    BLOCK: (_is_int, int),
+    BLOCK: (_is_int, int), SCALAR: (lambda v: _is_float(v) or _is_bool(v), _as_scalar),
 }
 _LIST_TYPES = {INTS: INT, LONGS: LONG, FLOATS: FLOAT, STRINGS: STRING, BOOLEANS: BOOLEAN,
-               BLOCKS: BLOCK}
+               BLOCKS: BLOCK, SCALARS: SCALAR}
 
 
 class Attr:
@@ -121,7 +129,7 @@ class Attr:
             value = tuple(cast(x) for x in value) if good else value
         if not good:
             raise InvalidArgumentError(
-                f"{op_type}: attribute '{self.name}' expects {ATTR_TYPE_NAMES[self.type]}, "
+                f"{op_type}: attribute '{self.name}' expects {_TYPE_NAMES[self.type]}, "
                 f"received {value!r} ({type(value).__name__})")
         if self.check is not None and not self.check(value):
             raise InvalidArgumentError(

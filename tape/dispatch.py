@@ -33,7 +33,7 @@ class CallPlan:
     """
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "specs",
-                 "outputs", "wants_grad", "requires_grad", "backward")
+                 "outputs", "wants_grad", "requires_grad", "backward", "shaped_by_values")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -51,10 +51,26 @@ class CallPlan:
              s.name in differentiable and bool(specs.get(s.name))
              and specs[s.name][0][1] in dtypes.FLOATING)
             for s in info.outputs)
+        # an unknown (-1) output dim that only the kernel's values tell (fill_constant with
+        # ShapeTensorList, range): an eager output then takes its value's shape
+        self.shaped_by_values = any(n < 0 for ss in specs.values() for s, _ in ss for n in s)
         self.wants_grad = wants_grad
         self.requires_grad = info.grad is not None and any(
             any(wants) for wants in (wants_grad or {}).values())
         self.backward = None
+
+    def value_shaped(self, result) -> tuple:
+        """``outputs`` with each spec's shape taken from the kernel's ``result`` (one entry per
+        output slot): for a plan whose output shapes are ``shaped_by_values``."""
+        outputs = []
+        for (slot, duplicable, specs, carries), value in zip(self.outputs, result):
+            values = value if duplicable else (value,)
+            # (a lazy run's stand-ins are None: its outputs keep the unknown dims until it runs)
+            if specs is not None and value is not None and \
+                    all(v is not None for v in values):
+                specs = [(tuple(v.shape), dtype) for (_, dtype), v in zip(specs, values)]
+            outputs.append((slot, duplicable, specs, carries))
+        return tuple(outputs)
 
     def __repr__(self):
         return f"CallPlan({self.info.type}, {self.place}, {dtypes.name(self.dtype)})"

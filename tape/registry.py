@@ -105,9 +105,10 @@ class GradOp(GradMaker):
         ins = [Slot(n, by_name[n].doc, duplicable=by_name[n].duplicable,
                     dispensable=by_name[n].dispensable, no_need_buffer=n in self.no_need_buffer)
                for n in self._read_order]
-        ins += [Slot(grad_name(n), f"gradient of {n}") for n in self._out_grads]
-        ins += [Slot(grad_name(n), f"gradient of {n}, when one arrived", dispensable=True)
-                for n in self._optional_out_grads]
+        ins += [Slot(grad_name(n), f"gradient of {n}", duplicable=by_name[n].duplicable)
+                for n in self._out_grads]
+        ins += [Slot(grad_name(n), f"gradient of {n}, when one arrived", dispensable=True,
+                     duplicable=by_name[n].duplicable) for n in self._optional_out_grads]
         outs = [Slot(grad_name(n), f"gradient of {n}", duplicable=by_name[n].duplicable,
                      dispensable=True) for n in self.grads]
         register_op(self.type, inputs=ins, outputs=outs, attrs=list(info.attrs.values()),

@@ -181,7 +181,8 @@ def make_outputs(plan, result, outputs, grad_flows: bool, serial: int, place, re
     then gets each slot's entries (the Variables when ``keeps`` names the slot, else their
     VarDescs)."""
     produced = {}
-    for (slot, duplicable, spec, carries), value in zip(plan.outputs, result):
+    slots = plan.value_shaped(result) if plan.shaped_by_values else plan.outputs
+    for (slot, duplicable, spec, carries), value in zip(slots, result):
         if spec is None:
             continue
         given = outputs.get(slot) if outputs is not None else None

@@ -181,7 +181,8 @@ def _run_recorded(op_type, inputs, attrs, recorder):
                             for a in (v if isinstance(v, (list, tuple)) else [v])]
                      for slot, v in inputs.items()}
         outputs = recorder.run(info, variables, attrs)
-        terms = [ops.reduce_sum(v * tape.Variable(rng.standard_normal(v.shape).astype(v.dtype)))
+        terms = [ops.reduce_sum(v * tape.Variable(rng.standard_normal(v.shape).astype(v.dtype)),
+                                reduce_all=True)
                  for vs in outputs.values() for v in vs if not v.stop_gradient]
         if terms:
             loss = terms[0]

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     compare,
     control_flow,
     conv,
+    creation,
     dropout,
     elementwise,
     embedding,
@@ -22,5 +23,6 @@ from . import (  # noqa: F401
     rearrange,
     reduce,
     relu_variants,
+    rnn,
     tensor,
 )

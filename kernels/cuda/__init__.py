@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     pool,
     rearrange,
     relu_variants,
+    rnn,
 )
 from .device import KERNELS, array_module, device_module, simulated, to_device, to_host
 

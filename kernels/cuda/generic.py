@@ -15,7 +15,7 @@ from tape import dtypes
 from tape.place import CPU
 from tape.registry import op_info
 
-from ..cpu import activation, io, math, reduce, tensor
+from ..cpu import activation, creation, io, math, reduce, tensor
 from ..cpu import manipulation as cpu_manipulation
 from .broadcast import unbroadcast
 from .device import KERNELS, array_module, cuda_kernel, on_device, to_device, to_host, with_globals
@@ -53,7 +53,13 @@ for _op in ("reduce_sum_grad", "reduce_mean_grad"):
 cuda_kernel("clip_by_norm")(on_device(activation.clip_by_norm))
 cuda_kernel("slice_grad")(on_device(cpu_manipulation.slice_grad))
 cuda_kernel("transpose2")(on_device(tensor.transpose2))
-cuda_kernel("fill_constant")(on_device(tensor.fill_constant))
+for _op in ("fill_constant", "fill_any_like", "assign_value", "shape"):
+    cuda_kernel(_op)(on_device(getattr(creation, _op)))
+
+
+@cuda_kernel("range")
+def range_kernel(Start, End, Step):
+    return to_device(creation.range_kernel(to_host(Start), to_host(End), to_host(Step)))
 
 
 @cuda_kernel("transpose2_grad")
@@ -63,14 +69,16 @@ def transpose2_grad(dOut, axis):
 
 
 @cuda_kernel("uniform_random")
-def uniform_random(shape, dtype, min, max, seed, diag_num, diag_step, diag_val):
-    return to_device(tensor.uniform_random(shape, dtype, min, max, seed, diag_num, diag_step,
-                                           diag_val))
+def uniform_random(ShapeTensor, ShapeTensorList, shape, dtype, min, max, seed, diag_num,
+                   diag_step, diag_val):
+    return to_device(creation.uniform_random(ShapeTensor, ShapeTensorList, shape, dtype, min,
+                                             max, seed, diag_num, diag_step, diag_val))
 
 
 @cuda_kernel("gaussian_random")
-def gaussian_random(shape, mean, std, seed, dtype):
-    return to_device(tensor.gaussian_random(shape, mean, std, seed, dtype))
+def gaussian_random(ShapeTensor, ShapeTensorList, shape, mean, std, seed, dtype):
+    return to_device(creation.gaussian_random(ShapeTensor, ShapeTensorList, shape, mean, std,
+                                              seed, dtype))
 
 
 @cuda_kernel("feed")

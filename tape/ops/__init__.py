@@ -5,6 +5,7 @@ duplicable slot, None to skip a dispensable one; slots may also be given by name
 attributes as keywords, runs the op on the global tape and returns its non-intermediate outputs:
 one Variable, or a tuple in proto order.
 """
+import builtins
 import inspect
 
 from ..registry import REGISTRY
@@ -17,6 +18,7 @@ from . import (  # noqa: F401
     compare,
     control_flow,
     conv,
+    creation,
     dropout,
     elementwise,
     embedding,
@@ -34,6 +36,7 @@ from . import (  # noqa: F401
     rearrange,
     reduce,
     relu_variants,
+    rnn,
     tensor,
 )
 
@@ -79,7 +82,7 @@ def _signature(info) -> inspect.Signature:
                                default=None if s.dispensable else inspect.Parameter.empty)
              for s in info.inputs]
     # a required slot after a dispensable one: Python signatures allow no default before it
-    for i in range(len(slots) - 1, 0, -1):
+    for i in builtins.range(len(slots) - 1, 0, -1):   # the module's own range is the op
         if slots[i - 1].default is None and slots[i].default is inspect.Parameter.empty:
             slots[i - 1] = slots[i - 1].replace(default=inspect.Parameter.empty)
     attrs = [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,

@@ -8,8 +8,14 @@ reloaded model, and one Paddle process serves them all through ``paddle.inferenc
 its PREDICTOR_MODES. Every output must match Tape's eager output (float32 within a few ulp of
 the output's scale, ints and bools exactly), but where PADDLE_BUGS says Paddle is wrong. A
 newly registered op is picked up without touching this file.
+
+The batch size stays free: in the cases of ANOTHER_BATCH_SEEDS, where the op takes the fed
+input with one more row along its first (batch) axis (its shape rule accepts it: no other input
+or attribute is tied to that size), the same saved model is also run at that batch, in Tape's
+Executor and in Paddle, and must match the eager op on it.
 """
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -17,6 +23,7 @@ from test_wire import PREDICTOR_MODES, needs_paddle, paddle_serve
 
 import tape.static as static
 from tape import dtypes
+from tape.errors import TapeError
 from tape.geometry import align_shapes, interp_output_size, interp_ratio
 from tape.registry import REGISTRY
 from tape.tape import get_global_tape
@@ -24,6 +31,7 @@ from tape.testing import Draw, run_op
 from tape.variable import Variable
 
 SEEDS = range(16)
+ANOTHER_BATCH_SEEDS = range(8)    # the cases also served one row longer (time: half of them)
 MORE_SEEDS = {   # cases past SEEDS that show a listed Paddle bug or an export fix
     "elementwise_add": [23], "matmul_v2": [42], "pool2d": [50], "split": [38],
     "prelu": [16, 21, 23, 24, 30, 35, 41], "cumsum": [36, 47],
@@ -169,6 +177,10 @@ PADDLE_BUGS = [
     ("dropout", ["no_ir_optim"], lambda ins, a: ins["X"].ndim < 2,
      "its is_test kernel needs rank >= 2 ('Input dimension number(num_col_dims) must be between "
      "0 and 1'); by default an IR pass removes the op"),
+    ("assign_value", ["default", "no_onednn"], lambda ins, a: True,
+     "in a model without feeds (assign_value takes no input), constant_folding_pass folds the "
+     "fetch op too (fetch: 'The Variable type must be ...PhiVector..., but the type it holds is "
+     "DenseTensor'), as for fill_constant below"),
     ("fill_constant", ["default", "no_onednn"], lambda ins, a: not ins,
      "in a model without feeds, constant_folding_pass folds the fetch op too (fetch: 'The "
      "Variable type must be ...PhiVector..., but the type it holds is DenseTensor'); served "
@@ -297,20 +309,67 @@ def one_op_program(op_type, arrays, attrs, fed, output=lambda v: v):
 
 def _export(op_type, seed, d):
     """Save the case's one-op model in directory ``d``, with the fed array, Tape's eager
-    outputs and what Tape's Executor computes with the reloaded model."""
+    outputs and what Tape's Executor computes with the reloaded model; for a case of
+    ANOTHER_BATCH_SEEDS whose op takes its fed input one row longer, the same in
+    ``d/BATCH_DIR`` at that batch."""
     info = REGISTRY[op_type]
     inputs, attrs = _case(op_type, seed)
     arrays = {s: v if isinstance(v, list) else [v] for s, v in inputs.items()}
     fed = _fed(info, arrays)
     example = [arrays[fed[0]][fed[1]]] if fed is not None else []
     static.save_inference_model(d, one_op_program(op_type, arrays, attrs, fed, _widened))
+    _run_saved(op_type, d, inputs, attrs, example)
+    other = _another_batch(op_type, inputs, attrs, fed) if seed in ANOTHER_BATCH_SEEDS else None
+    if other is not None:
+        shutil.copytree(d, d / BATCH_DIR, ignore=shutil.ignore_patterns("*.npz"))
+        _run_saved(op_type, d / BATCH_DIR, other, attrs, [_slot_arrays(other[fed[0]])[fed[1]]])
+
+
+def _slot_arrays(v):
+    return v if isinstance(v, list) else [v]
+
+
+def _run_saved(op_type, d, inputs, attrs, example):
+    """Beside the model in ``d``: the feeds, what Tape's Executor computes with the reloaded
+    model, and Tape's eager outputs on ``inputs``."""
+    info = REGISTRY[op_type]
     loaded = static.load_inference_model(d)
     np.savez(d / "feeds.npz", *example)
     np.savez(d / "tape.npz", *static.Executor().run(loaded, dict(zip(loaded.feed_names, example)),
                                                     loaded.fetch_names))
-    outs = run_op(op_type, inputs, attrs)
+    outs = run_op(op_type, _copied(inputs), attrs)
     np.savez(d / "expected.npz", *(_widened_array(v.numpy()) for s in info.visible_outputs
                                    for v in outs.get(s, [])))
+
+
+BATCH_DIR = "another_batch"
+
+
+def _another_batch(op_type, inputs, attrs, fed):
+    """``inputs`` with the fed array one row longer along its first axis, if the op takes them
+    eagerly; else None (the fed input is 0-D, or the op ties its first axis to another input or
+    an attribute)."""
+    if fed is None or _slot_arrays(inputs[fed[0]])[fed[1]].ndim == 0:
+        return None
+    arrays = list(_slot_arrays(inputs[fed[0]]))
+    x = arrays[fed[1]]
+    # a new row between the first and the last (floats: no tie with a row the case made
+    # distinct), or a copy of the last (ints, bools: values the case allows)
+    row = (x[:1] * 0.75 + x[-1:] * 0.25).astype(x.dtype) if x.dtype.kind == "f" else x[-1:]
+    arrays[fed[1]] = np.concatenate([x, row], axis=0)
+    other = {**inputs, fed[0]: arrays if isinstance(inputs[fed[0]], list) else arrays[0]}
+    try:
+        run_op(op_type, _copied(other), attrs)
+    except TapeError:
+        return None
+    return other
+
+
+def _copied(inputs):
+    """Copies of the input arrays: an op updating one in place (batch_norm's Mean) must not
+    change the case for the runs after."""
+    return {s: [a.copy() for a in v] if isinstance(v, list) else v.copy()
+            for s, v in inputs.items()}
 
 
 CASES = [(t, s) for t in sorted(REGISTRY) if REGISTRY[t].case is not None and t not in SKIP
@@ -329,7 +388,9 @@ def served(tmp_path_factory):
             results[op_type, seed] = d
         except Exception as e:
             results[op_type, seed] = f"the export failed: {type(e).__name__}: {e}"
-    paddle_serve([d for d in results.values() if not isinstance(d, str)], PREDICTOR_MODES)
+    dirs = [d for d in results.values() if not isinstance(d, str)]
+    paddle_serve(dirs + [d / BATCH_DIR for d in dirs if (d / BATCH_DIR).exists()],
+                 PREDICTOR_MODES)
     return results
 
 
@@ -357,12 +418,20 @@ def _problem(got, expected):
     return None
 
 
-def _outcome(served, op_type, seed):
+def _outcome(served, op_type, seed, another_batch=False):
     """({"tape" or a Paddle mode: what is wrong with its outputs, or None}, {mode: reason} of
-    the PADDLE_BUGS the case may hit)."""
+    the PADDLE_BUGS the case may hit); at the case's batch size or, ``another_batch``, at one
+    more row (None when the op ties its batch size)."""
     d = served[op_type, seed]
     assert not isinstance(d, str), f"{op_type}: {d}"
     inputs, attrs = _case(op_type, seed)
+    if another_batch:
+        if not (d / BATCH_DIR).exists():
+            return None     # not one of ANOTHER_BATCH_SEEDS, or the op ties its batch size
+        d, inputs = d / BATCH_DIR, _another_batch(op_type, inputs, attrs,
+                                                  _fed(REGISTRY[op_type], {
+                                                      s: _slot_arrays(v)
+                                                      for s, v in inputs.items()}))
     report = {"tape": "ok", **json.loads((d / "paddle.json").read_text())}
 
     def outputs(name):
@@ -377,15 +446,38 @@ def _outcome(served, op_type, seed):
     return problems, bugs
 
 
-@needs_paddle
-@pytest.mark.parametrize("op_type,seed", CASES)
-def test_paddle_serves_op(served, op_type, seed):
-    problems, bugs = _outcome(served, op_type, seed)
+def _judge(op_type, outcome):
+    """Fail on a wrong output; xfail where only listed Paddle bugs show."""
+    problems, bugs = outcome
     wrong = {mode: p for mode, p in problems.items() if p is not None and mode not in bugs}
     assert not wrong, f"{op_type}: " + "\n".join(f"{m}: {p}" for m, p in wrong.items())
     shown = sorted(mode for mode in bugs if problems[mode] is not None)
     if shown:
         pytest.xfail(f"{op_type}: Paddle's bug in {shown}: {bugs[shown[0]]}")
+
+
+@needs_paddle
+@pytest.mark.parametrize("op_type,seed", CASES)
+def test_paddle_serves_op(served, op_type, seed):
+    _judge(op_type, _outcome(served, op_type, seed))
+
+
+@needs_paddle
+@pytest.mark.parametrize("op_type,seed", CASES)
+def test_paddle_serves_op_at_another_batch(served, op_type, seed):
+    outcome = _outcome(served, op_type, seed, another_batch=True)
+    if outcome is None:
+        pytest.skip(f"{op_type}: seed {seed} is not among ANOTHER_BATCH_SEEDS, or the case "
+                    f"ties its first axis to another input or an attribute")
+    _judge(op_type, outcome)
+
+
+@needs_paddle
+def test_most_cases_run_at_another_batch(served):
+    """The second batch size is not a check that skips everything: most cases take it."""
+    tried = [(t, s) for t, s in CASES if s in ANOTHER_BATCH_SEEDS]
+    taken = sum((served[c] / BATCH_DIR).exists() for c in tried if not isinstance(served[c], str))
+    assert taken >= len(tried) // 2, f"only {taken} of {len(tried)} cases ran at another batch"
 
 
 @needs_paddle

@@ -25,8 +25,8 @@ def _eager(lstm):
 
 
 def _export(dirname, lstm):
-    """Traced on one sequence (the batch size stays free), saved; the op types traced."""
-    program = static.trace(lambda x: (lambda out, states: (out, *states))(*lstm(x)), X[:1])
+    """Traced on two sequences (the batch size stays free), saved; the op types traced."""
+    program = static.trace(lambda x: (lambda out, states: (out, *states))(*lstm(x)), X[:2])
     static.save_inference_model(dirname, program)
     return [op.type for op in program.global_block().ops]
 

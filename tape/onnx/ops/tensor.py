@@ -145,20 +145,6 @@ def cast(c):
     c.cast(c.input("X"), c.attrs["out_dtype"], c.output("Out"))
 
 
-@converts("fill_constant")
-def fill_constant(c):
-    a = c.attrs
-    out = c.output("Out")
-    if c.has_input("ValueTensor"):
-        value = c.node("Reshape", [c.input("ValueTensor"), c.ints([1])])
-        value = c.cast(value, a["dtype"])
-        c.node("Expand", [value, c.ints(a["shape"])], [out])
-        return
-    value = float(a["str_value"]) if a["str_value"] else a["value"]
-    dtype = dtypes.to_numpy(a["dtype"])
-    c.identity(c.const(np.full(a["shape"], value).astype(dtype)), out)
-
-
 @converts("gather")
 def gather(c):
     """Paddle's (n, 1) index gathers as (n,); a negative index counts from the end, as ONNX's."""
