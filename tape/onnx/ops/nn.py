@@ -1,10 +1,10 @@
-"""Converters of the network ops: convolution, pooling, normalisation, dropout, softmax and the
+"""Converters of the network ops: pooling, normalisation, dropout, softmax and the
 losses."""
 from __future__ import annotations
 
 import numpy as np
 
-from ...geometry import pool_areas, pool_geometry, pool_windows, resolve_paddings
+from ...geometry import pool_areas, pool_geometry, pool_windows
 from ..table import NoOnnxMappingError, converts
 
 
@@ -14,19 +14,6 @@ def _known_sides(c, x, what: str) -> tuple:
         raise NoOnnxMappingError(f"onnx export: op '{c.op.type}' needs the image sides of its "
                                  f"{what} known, has {c.shape(x)} (opset {c.opset})")
     return h, w
-
-
-@converts("conv2d")
-def conv2d(c):
-    """Paddle's paddings (2 or 4, SAME, VALID) resolved as its kernel resolves them."""
-    x, w, a = c.input("Input"), c.input("Filter"), c.attrs
-    kh, kw = c.shape(w)[2:]
-    in_hw = c.shape(x)[2:] if a["padding_algorithm"] != "SAME" else _known_sides(c, x, "Input")
-    pads, dilations = resolve_paddings(in_hw, (kh, kw), a["strides"], a["paddings"],
-                                       a["dilations"], a["padding_algorithm"])
-    c.node("Conv", [x, w], [c.output("Output")], kernel_shape=[kh, kw],
-           strides=list(a["strides"]), dilations=list(dilations), group=a["groups"],
-           pads=[pads[0], pads[2], pads[1], pads[3]])
 
 
 # ---- pool2d: Tape's windows (the kernel's own bounds), as ONNX pools, convs or products ----
@@ -171,6 +158,57 @@ def layer_norm(c):
     if c.has_input("Bias"):
         y = c.node("Add", [y, c.reshape(c.input("Bias"), rest)])
     c.identity(y, c.output("Y"))
+
+
+def _group_normalised(c, groups: int, layout: str, mean_slot: str, variance_slot: str,
+                      inverse_deviation: bool) -> None:
+    """Y of X normalised per (sample, group of C / groups channels): X as (N, groups, rest),
+    its mean and biased variance over the rest (two passes, as Tape's kernel), then Scale and
+    Bias per channel; the statistics written to the wanted slots, flattened to the slots'
+    shapes (the variance slot holds 1 / sqrt(variance + epsilon) with ``inverse_deviation``)."""
+    x, a = c.input("X"), c.attrs
+    shape = c.shape(x)
+    if min(shape[1:]) < 0:
+        raise NoOnnxMappingError(f"onnx export: op '{c.op.type}' needs the dims of X past the "
+                                 f"batch known, has {list(shape)} (opset {c.opset})")
+    rank = len(shape)
+    images = c.node("Transpose", [x], perm=[0, rank - 1, *range(1, rank - 1)]) \
+        if layout == "NHWC" else x
+    channels = shape[-1] if layout == "NHWC" else shape[1]
+    grouped = c.reshape(images, [-1, groups, int(np.prod(shape[1:])) // groups])
+    mean = c.reduce("ReduceMean", grouped, [2], True)
+    centered = c.node("Sub", [grouped, mean])
+    variance = c.reduce("ReduceMean", c.node("Mul", [centered, centered]), [2], True)
+    inverse = c.node("Reciprocal", [c.node("Sqrt", [
+        c.node("Add", [variance, c.scalar_like(a["epsilon"], x)])])])
+    nchw_shape = [-1, channels, *(shape[1:-1] if layout == "NHWC" else shape[2:])]
+    y = c.reshape(c.node("Mul", [centered, inverse]), nchw_shape)
+    as_channels = [-1] + [1] * (rank - 2)
+    if c.has_input("Scale"):
+        y = c.node("Mul", [y, c.reshape(c.input("Scale"), as_channels)])
+    if c.has_input("Bias"):
+        y = c.node("Add", [y, c.reshape(c.input("Bias"), as_channels)])
+    if layout == "NHWC":
+        y = c.node("Transpose", [y], perm=[0, *range(2, rank), 1])
+    c.identity(y, c.output("Y"))
+    for slot, value in ((mean_slot, mean),
+                        (variance_slot, inverse if inverse_deviation else variance)):
+        if c.wants(slot):
+            c.reshape(value, c.shape(c.output(slot)), c.output(slot))
+
+
+@converts("group_norm")
+def group_norm(c):
+    """Written out (ONNX's GroupNormalization needs opset 18, and scaled per group until 21)."""
+    _group_normalised(c, c.attrs["groups"], c.attrs["data_layout"], "Mean", "Variance", False)
+
+
+@converts("instance_norm")
+def instance_norm(c):
+    """group_norm with a group per channel; SavedVariance is 1 / sqrt(variance + epsilon), as
+    Paddle saves it (ONNX's InstanceNormalization writes no statistics)."""
+    x = c.input("X")
+    _group_normalised(c, c.shape(x)[1], "NCHW", "SavedMean", "SavedVariance", True)
 
 
 @converts("dropout")

@@ -1,0 +1,199 @@
+"""Converters of the image ops: convolutions (grouped, depthwise, transposed), resizing
+(bilinear / nearest interpolation) and 3-D padding; each takes NCHW, and NHWC through a
+Transpose on either side of the NCHW node."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dtypes
+from ...geometry import conv_transpose_geometry, resolve_paddings
+from ..table import NoOnnxMappingError, converts
+
+_TO_NCHW, _TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def _image_sides(c, x, layout: str) -> tuple:
+    """(H, W) of a 4-D image in ``layout`` (-1 where unknown)."""
+    shape = c.shape(x)
+    return tuple(shape[1:3]) if layout == "NHWC" else tuple(shape[2:])
+
+
+def _known(c, sides: tuple, what: str) -> tuple:
+    if min(sides) < 0:
+        raise NoOnnxMappingError(f"onnx export: op '{c.op.type}' needs the image sides of its "
+                                 f"{what} known, has {list(sides)} (opset {c.opset})")
+    return sides
+
+
+def _as_nchw(c, x, layout: str) -> str:
+    return c.node("Transpose", [x], perm=_TO_NCHW) if layout == "NHWC" else x
+
+
+def _write_nchw(c, layout: str, make, out: str) -> None:
+    """``make(target)`` adds the NCHW node writing ``target``; in NHWC it writes a temporary
+    that a Transpose turns into ``out``."""
+    if layout != "NHWC":
+        make(out)
+        return
+    nchw = c.temp("nchw")
+    make(nchw)
+    c.node("Transpose", [nchw], [out], perm=_TO_NHWC)
+
+
+# ---- convolutions ----
+
+@converts("conv2d", "depthwise_conv2d")
+def conv2d(c):
+    """Paddle's paddings (2 or 4, SAME, VALID) resolved as its kernel resolves them; groups as
+    Conv's group (depthwise: one per channel)."""
+    x, w, a = c.input("Input"), c.input("Filter"), c.attrs
+    layout = a["data_format"]
+    kh, kw = c.shape(w)[2:]
+    in_hw = _image_sides(c, x, layout)
+    if a["padding_algorithm"] == "SAME":
+        _known(c, in_hw, "Input")
+    pads, dilations = resolve_paddings(in_hw, (kh, kw), a["strides"], a["paddings"],
+                                       a["dilations"], a["padding_algorithm"])
+    images = _as_nchw(c, x, layout)
+    _write_nchw(c, layout, lambda out: c.node(
+        "Conv", [images, w], [out], kernel_shape=[kh, kw], strides=list(a["strides"]),
+        dilations=list(dilations), group=a["groups"],
+        pads=[pads[0], pads[2], pads[1], pads[3]]), c.output("Output"))
+
+
+@converts("conv2d_transpose", "depthwise_conv2d_transpose")
+def conv2d_transpose(c):
+    """ConvTranspose with the pads Tape's shape rule resolves (SAME from the input sides). The
+    cells that output_size / output_padding add past the smallest output are the full
+    transposed convolution's cells that the bottom / right pads would crop, then zeros: they
+    come from smaller end pads and a zero Pad, not from ConvTranspose's output_padding, which
+    onnxruntime 1.32 refuses at or above the stride ("output_padding (1) may be too large for
+    stride (1)") where Paddle allows it below max(stride, dilation)."""
+    x, w, a = c.input("Input"), c.input("Filter"), c.attrs
+    layout = a["data_format"]
+    kh, kw = c.shape(w)[2:]
+    in_hw = _image_sides(c, x, layout)
+    if a["padding_algorithm"] == "SAME" or a["output_size"]:
+        _known(c, in_hw, "Input")
+    pads, dilations, out_hw, smallest = conv_transpose_geometry(
+        in_hw, (kh, kw), a["strides"], a["paddings"], a["dilations"], a["padding_algorithm"],
+        a["output_size"], a["output_padding"])
+    extra = [o - s for o, s in zip(out_hw, smallest)] if a["output_size"] else \
+        list(a["output_padding"] or (0, 0))
+    ends = [pads[1] - extra[0], pads[3] - extra[1]]
+    images = _as_nchw(c, x, layout)
+
+    def make(out):
+        conv = c.node("ConvTranspose", [images, w], None if min(ends) < 0 else [out],
+                      kernel_shape=[kh, kw], strides=list(a["strides"]),
+                      dilations=list(dilations), group=a["groups"],
+                      pads=[pads[0], pads[2], max(ends[0], 0), max(ends[1], 0)])
+        if min(ends) < 0:
+            zeros = [0, 0, 0, 0, 0, 0, max(-ends[0], 0), max(-ends[1], 0)]
+            c.node("Pad", [conv, c.ints(zeros)], [out])
+    _write_nchw(c, layout, make, c.output("Output"))
+
+
+# ---- padding ----
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
+
+
+@converts("pad3d")
+def pad3d(c):
+    """Pad in modes constant, reflect and edge (replicate); circular as a Gather along each
+    padded axis of the cells (i - before) mod side. Pads from the attribute or, at run time,
+    from the Paddings tensor."""
+    x, a = c.input("X"), c.attrs
+    first = 1 if a["data_format"] == "NDHWC" else 2
+    # Paddle's (left, right, top, bottom, front, back) runs from the last spatial axis
+    order = [(4, 5), (2, 3), (0, 1)]    # (before, after) of depth, height, width
+    if c.has_input("Paddings"):
+        given = c.cast(c.input("Paddings"), dtypes.INT64)
+        sides = [tuple(c.node("Gather", [given, c.ints([i])]) for i in pair) for pair in order]
+    else:
+        sides = [tuple(c.ints([a["paddings"][i]]) for i in pair) for pair in order]
+    if a["mode"] != "circular":
+        zero = c.ints([0])
+        spatial_before, spatial_after = [s[0] for s in sides], [s[1] for s in sides]
+        lead = [zero] * first
+        trail = [zero] * (2 - first)
+        pads = c.node("Concat", lead + spatial_before + trail + lead + spatial_after + trail,
+                      axis=0)
+        inputs = [x, pads] + ([c.scalar_like(a["value"], x)] if a["mode"] == "constant" else [])
+        c.node("Pad", inputs, [c.output("Out")], mode=_PAD_MODES[a["mode"]])
+        return
+    padded = x
+    shape = c.node("Shape", [x])
+    for axis, (before, after) in enumerate(sides):
+        dim = first + axis
+        side = c.node("Gather", [shape, c.ints([dim])])
+        length = c.node("Add", [c.node("Add", [side, before]), after])
+        cells = c.node("Range", [c.const(np.int64(0)),
+                                 c.squeeze(length, [0]), c.const(np.int64(1))])
+        wrapped = c.node("Mod", [c.node("Sub", [cells, before]), side])
+        padded = c.node("Gather", [padded, wrapped], axis=dim)
+    c.identity(padded, c.output("Out"))
+
+
+# ---- resizing ----
+
+def _resize_mode(method: str, align_corners: bool, align_mode: int) -> dict:
+    """Resize's attributes for Paddle's sampling positions: cell k of an output side reads
+    ratio * k (asymmetric; the ratio 1 / scale where a scale applies, as Resize's with scales,
+    else in / out, as Resize's with sizes), (in - 1) / (out - 1) * k with align_corners, or
+    ratio * (k + 0.5) - 0.5 clipped at 0 for bilinear with align_mode 0 (pytorch_half_pixel:
+    position 0 for an output of one cell, as Paddle's ratio 0 then). Nearest takes the cell
+    below (floor), or rounds half up (int(s + 0.5)) with align_corners."""
+    if method == "nearest":
+        return {"mode": "nearest",
+                "coordinate_transformation_mode": "align_corners" if align_corners
+                else "asymmetric",
+                "nearest_mode": "round_prefer_ceil" if align_corners else "floor"}
+    if align_corners:
+        transform = "align_corners"
+    else:
+        transform = "pytorch_half_pixel" if align_mode == 0 else "asymmetric"
+    return {"mode": "linear", "coordinate_transformation_mode": transform}
+
+
+def _float_scales(c, values) -> str:
+    """Resize's 4 float32 scales, 1 for N and C, from an (H, W) list of value names."""
+    return c.node("Concat", [c.const(np.ones(2, np.float32)), *values], axis=0)
+
+
+@converts("bilinear_interp_v2", "nearest_interp_v2")
+def interp_v2(c):
+    """Resize, sized as Tape's kernels size it (tape.geometry.interp_output_size): from the
+    SizeTensor or OutSize values, else by the Scale tensor's or the scale attribute's scales
+    (passed as Resize's scales, whose output sides floor(in * scale) and ratio 1 / scale are
+    Paddle's), else to out_h / out_w."""
+    x, a = c.input("X"), c.attrs
+    layout = a["data_layout"]
+    mode = _resize_mode(a["interp_method"], a["align_corners"], a["align_mode"])
+    scales = sizes = None
+    if c.has_input("SizeTensor"):
+        sizes = [c.reshape(c.cast(t, dtypes.INT64), [1]) for t in c.inputs("SizeTensor")]
+    elif c.has_input("OutSize"):
+        if (c.has_input("Scale") or len(a["scale"]) > 1) and not a["align_corners"]:
+            raise NoOnnxMappingError(
+                f"onnx export: op '{c.op.type}' sized by OutSize but stepped by a scale "
+                f"(ratio 1 / scale, not in / out) has no ONNX mapping: Resize takes sizes or "
+                f"scales, not both (opset {c.opset})")
+        sizes = [c.cast(c.input("OutSize"), dtypes.INT64)]
+    elif c.has_input("Scale"):
+        # one scale for both sides, or two
+        scales = [c.node("Expand", [c.cast(c.input("Scale"), dtypes.FP32), c.ints([2])])]
+    elif len(a["scale"]) > 1:
+        scales = [c.const(np.asarray(a["scale"][:2], np.float32))]
+    else:
+        sizes = [c.ints([a["out_h"], a["out_w"]])]
+    images = _as_nchw(c, x, layout)
+    if sizes is not None:
+        lead = c.node("Slice", [c.node("Shape", [images]), c.ints([0]), c.ints([2]),
+                                c.ints([0])])
+        inputs = [images, "", "", c.node("Concat", [lead, *sizes], axis=0)]
+    else:
+        inputs = [images, "", _float_scales(c, scales)]
+    _write_nchw(c, layout, lambda out: c.node("Resize", inputs, [out], **mode),
+                c.output("Out"))
