@@ -98,9 +98,18 @@ _MODES = [{"interp_method": "bilinear", "align_corners": True, "align_mode": 1},
           {"interp_method": "nearest", "align_corners": False, "align_mode": 1}]
 
 
+# (input side, output side or scale) where a sampling position falls on a cell boundary in
+# exact arithmetic and Paddle's float32 arithmetic lands on the other side of it (Resize's
+# nearest picks another cell at each): 14 -> 2 steps by 7 (Resize's 1 / (2 / 14) is below 7);
+# 14 -> 23 with align_corners reads 11 * 13 / 22 = 6.5, Paddle 6.4999995; 11 * 1.7 reads
+# 17 / 1.7 = 10, Paddle 17 * float32(1 / 1.7) = 9.9999995.
+_BOUNDARIES = [(14, 2), (14, 23), (11, 1.7), (16, 1.7)]
+
+
 @pytest.mark.parametrize("mode", _MODES, ids=lambda m: "-".join(map(str, m.values())))
 def test_resize_samples_where_paddle_samples(mode):
-    """Every (in, out) side pair of 1..6 by 1..8, and scales over 1..6, in each sampling mode."""
+    """Every (in, out) side pair of 1..6 by 1..8, scales over 1..6, and the boundaries above,
+    in each sampling mode."""
     op_type = f"{mode['interp_method']}_interp_v2"
     sizes = list(itertools.product(range(1, 7), range(1, 9)))
     for (in_h, out_h), (in_w, out_w) in zip(sizes, sizes[7:] + sizes[:7]):
@@ -110,6 +119,10 @@ def test_resize_samples_where_paddle_samples(mode):
         if int(side * scale) >= 1:
             _check_served(op_type, _floats(2, 1, side, 7 - side), {},
                           {**mode, "scale": [scale, 1.25]}, ["Out"])
+    for side, size in _BOUNDARIES:
+        sized = {"scale": [size, 1.0]} if isinstance(size, float) else \
+            {"out_h": size, "out_w": 3}
+        _check_served(op_type, _floats(2, 1, side, 3), {}, {**mode, **sized}, ["Out"])
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -124,6 +137,14 @@ def test_interp_sized_by_a_tensor(mode, sized_by, layout):
     op_type = f"{mode['interp_method']}_interp_v2"
     _check_served(op_type, x, others, {**mode, "data_layout": layout, "out_h": 9, "out_w": 9},
                   ["Out"])
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_nearest_sized_by_out_size_and_stepped_by_a_scale(align_corners):
+    """OutSize gives the sides, the scale attribute the step (1 / scale), as in Paddle."""
+    _check_served("nearest_interp_v2", _floats(2, 2, 4, 5), {"OutSize": np.array([5, 7])},
+                  {"interp_method": "nearest", "align_corners": align_corners,
+                   "scale": [1.5, 1.6]}, ["Out"])
 
 
 def test_interp_sized_by_out_size_but_stepped_by_a_scale_has_no_mapping(tmp_path):

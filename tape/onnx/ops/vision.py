@@ -1,6 +1,7 @@
 """Converters of the image ops: convolutions (grouped, depthwise, transposed), resizing
-(bilinear / nearest interpolation) and 3-D padding; each takes NCHW, and NHWC through a
-Transpose on either side of the NCHW node."""
+(bilinear / nearest interpolation) and 3-D padding. Conv, ConvTranspose and Resize take NCHW:
+NHWC goes through a Transpose on either side of them; the Gathers and Pads work on either
+layout's axes."""
 from __future__ import annotations
 
 import numpy as np
@@ -138,62 +139,105 @@ def pad3d(c):
 
 # ---- resizing ----
 
-def _resize_mode(method: str, align_corners: bool, align_mode: int) -> dict:
-    """Resize's attributes for Paddle's sampling positions: cell k of an output side reads
-    ratio * k (asymmetric; the ratio 1 / scale where a scale applies, as Resize's with scales,
-    else in / out, as Resize's with sizes), (in - 1) / (out - 1) * k with align_corners, or
-    ratio * (k + 0.5) - 0.5 clipped at 0 for bilinear with align_mode 0 (pytorch_half_pixel:
-    position 0 for an output of one cell, as Paddle's ratio 0 then). Nearest takes the cell
-    below (floor), or rounds half up (int(s + 0.5)) with align_corners."""
-    if method == "nearest":
-        return {"mode": "nearest",
-                "coordinate_transformation_mode": "align_corners" if align_corners
-                else "asymmetric",
-                "nearest_mode": "round_prefer_ceil" if align_corners else "floor"}
+def _linear_mode(align_corners: bool, align_mode: int) -> str:
+    """Resize's coordinate transformation for Paddle's bilinear sampling positions: cell k of
+    an output side reads (in - 1) / (out - 1) * k with align_corners, ratio * k (asymmetric:
+    the ratio 1 / scale where a scale applies, as Resize's with scales, else in / out, as
+    Resize's with sizes), or ratio * (k + 0.5) - 0.5 clipped at 0 with align_mode 0
+    (pytorch_half_pixel: position 0 for an output of one cell, as Paddle's ratio 0 then).
+    Bilinear weights are continuous in the position, so Resize's float rounding of it stays
+    within rounding of Paddle's."""
     if align_corners:
-        transform = "align_corners"
+        return "align_corners"
+    return "pytorch_half_pixel" if align_mode == 0 else "asymmetric"
+
+
+def _interp_sizes(c, x, axes):
+    """Per image axis, as 1-element values: (input side, output side, the scale that sets the
+    step, or None), as tape.geometry.interp_output_size picks them: the SizeTensor values, else
+    OutSize's, else the sides scaled (floor(float32(in) * scale)) by the Scale tensor or the
+    scale attribute, else out_h / out_w; the step follows a scale wherever one is given, even
+    with OutSize."""
+    a = c.attrs
+    shape = c.node("Shape", [x])
+    sides = [c.node("Gather", [shape, c.ints([axis])]) for axis in axes]
+    scales = [None, None]
+    if c.has_input("Scale"):
+        # one scale for both sides, or two
+        given = c.node("Expand", [c.cast(c.input("Scale"), dtypes.FP32), c.ints([2])])
+        scales = [c.node("Gather", [given, c.ints([i])]) for i in range(2)]
+    elif len(a["scale"]) > 1:
+        scales = [c.const(np.float32([s])) for s in a["scale"][:2]]
+    if c.has_input("SizeTensor"):
+        outs = [c.reshape(c.cast(t, dtypes.INT64), [1]) for t in c.inputs("SizeTensor")]
+        scales = [None, None]
+    elif c.has_input("OutSize"):
+        given = c.cast(c.input("OutSize"), dtypes.INT64)
+        outs = [c.node("Gather", [given, c.ints([i])]) for i in range(2)]
+    elif scales[0] is not None:
+        outs = [c.cast(c.node("Mul", [c.cast(side, dtypes.FP32), scale]), dtypes.INT64)
+                for side, scale in zip(sides, scales)]
     else:
-        transform = "pytorch_half_pixel" if align_mode == 0 else "asymmetric"
-    return {"mode": "linear", "coordinate_transformation_mode": transform}
+        outs = [c.ints([a["out_h"]]), c.ints([a["out_w"]])]
+    return list(zip(sides, outs, scales))
 
 
-def _float_scales(c, values) -> str:
-    """Resize's 4 float32 scales, 1 for N and C, from an (H, W) list of value names."""
-    return c.node("Concat", [c.const(np.ones(2, np.float32)), *values], axis=0)
+def _nearest_cells(c, side, out, scale, align_corners) -> str:
+    """The input cell each output cell copies, in Paddle's float32 arithmetic (Resize's own
+    rounding picks a neighbour where a position falls on a cell boundary): int(ratio * k), or
+    int(ratio * k + 0.5) with align_corners (the sum in double), below the side."""
+    f32, one = dtypes.FP32, c.ints([1])
+    if align_corners:
+        ratio = c.node("Div", [c.cast(c.node("Sub", [side, one]), f32),
+                               c.cast(c.node("Sub", [out, one]), f32)])
+    elif scale is not None:     # float32(1 / scale), the division in double
+        ratio = c.cast(c.node("Div", [c.const(np.float64([1.0])), c.cast(scale, dtypes.FP64)]),
+                       f32)
+    else:
+        ratio = c.node("Div", [c.cast(side, f32), c.cast(out, f32)])
+    ratio = c.node("Where", [c.node("Greater", [out, one]), ratio, c.const(np.float32([0]))])
+    cells = c.node("Range", [c.const(np.int64(0)), c.squeeze(out, [0]), c.const(np.int64(1))])
+    position = c.node("Mul", [c.cast(cells, f32), ratio])
+    if align_corners:
+        position = c.node("Add", [c.cast(position, dtypes.FP64), c.const(np.float64([0.5]))])
+    source = c.node("Min", [c.cast(position, dtypes.INT64), c.node("Sub", [side, one])])
+    return cells, source
 
 
 @converts("bilinear_interp_v2", "nearest_interp_v2")
 def interp_v2(c):
-    """Resize, sized as Tape's kernels size it (tape.geometry.interp_output_size): from the
-    SizeTensor or OutSize values, else by the Scale tensor's or the scale attribute's scales
-    (passed as Resize's scales, whose output sides floor(in * scale) and ratio 1 / scale are
-    Paddle's), else to out_h / out_w."""
+    """Sized as Tape's kernels size it (``_interp_sizes``). Nearest: a Gather of the cells
+    Paddle's arithmetic picks along each side; bilinear: Resize, with the scales where a scale
+    sets the step (Resize's output sides floor(in * scale) and step 1 / scale are Paddle's),
+    else the sizes. Both copy X where the output has its sides, as Paddle's kernel does."""
     x, a = c.input("X"), c.attrs
     layout = a["data_layout"]
-    mode = _resize_mode(a["interp_method"], a["align_corners"], a["align_mode"])
-    scales = sizes = None
-    if c.has_input("SizeTensor"):
-        sizes = [c.reshape(c.cast(t, dtypes.INT64), [1]) for t in c.inputs("SizeTensor")]
-    elif c.has_input("OutSize"):
-        if (c.has_input("Scale") or len(a["scale"]) > 1) and not a["align_corners"]:
-            raise NoOnnxMappingError(
-                f"onnx export: op '{c.op.type}' sized by OutSize but stepped by a scale "
-                f"(ratio 1 / scale, not in / out) has no ONNX mapping: Resize takes sizes or "
-                f"scales, not both (opset {c.opset})")
-        sizes = [c.cast(c.input("OutSize"), dtypes.INT64)]
-    elif c.has_input("Scale"):
-        # one scale for both sides, or two
-        scales = [c.node("Expand", [c.cast(c.input("Scale"), dtypes.FP32), c.ints([2])])]
-    elif len(a["scale"]) > 1:
-        scales = [c.const(np.asarray(a["scale"][:2], np.float32))]
-    else:
-        sizes = [c.ints([a["out_h"], a["out_w"]])]
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    sizes = _interp_sizes(c, x, axes)
+    if a["interp_method"] == "nearest":
+        unchanged = c.node("And", [c.node("Equal", [side, out]) for side, out, _ in sizes])
+        resized = x
+        for axis, (side, out, scale) in zip(axes, sizes):
+            cells, source = _nearest_cells(c, side, out, scale, a["align_corners"])
+            resized = c.node("Gather", [resized, c.node("Where", [unchanged, cells, source])],
+                             axis=axis)
+        c.identity(resized, c.output("Out"))
+        return
+    scales = [s for _, _, s in sizes]
+    if c.has_input("OutSize") and scales[0] is not None and not a["align_corners"]:
+        raise NoOnnxMappingError(
+            f"onnx export: op '{c.op.type}' sized by OutSize but stepped by a scale (ratio "
+            f"1 / scale, not in / out) has no ONNX mapping: Resize takes sizes or scales, not "
+            f"both (opset {c.opset})")
     images = _as_nchw(c, x, layout)
-    if sizes is not None:
+    ones = c.const(np.ones(2, np.float32))
+    if scales[0] is not None:
+        inputs = [images, "", c.node("Concat", [ones, *scales], axis=0)]
+    else:
         lead = c.node("Slice", [c.node("Shape", [images]), c.ints([0]), c.ints([2]),
                                 c.ints([0])])
-        inputs = [images, "", "", c.node("Concat", [lead, *sizes], axis=0)]
-    else:
-        inputs = [images, "", _float_scales(c, scales)]
-    _write_nchw(c, layout, lambda out: c.node("Resize", inputs, [out], **mode),
-                c.output("Out"))
+        inputs = [images, "", "", c.node("Concat", [lead, *(o for _, o, _ in sizes)], axis=0)]
+    _write_nchw(c, layout, lambda out: c.node(
+        "Resize", inputs, [out], mode="linear",
+        coordinate_transformation_mode=_linear_mode(a["align_corners"], a["align_mode"])),
+        c.output("Out"))
