@@ -1,7 +1,7 @@
 """The image ops' ONNX forms beyond their generic cases: the inputs and outputs those cases leave
 out (interp's size tensors, pad3d's Paddings tensor, the norms' statistics), transposed
-convolutions whose output_padding reaches the stride, Resize's sampling positions over a sweep
-of sizes, and the one form that has no mapping."""
+convolutions whose output_padding reaches the stride, and Resize's sampling positions over a
+sweep of sizes."""
 import itertools
 
 import numpy as np
@@ -12,7 +12,6 @@ ort = pytest.importorskip("onnxruntime")
 
 import tape.onnx  # noqa: E402
 import tape.static as static  # noqa: E402
-from tape.onnx import NoOnnxMappingError  # noqa: E402
 from tape.registry import REGISTRY  # noqa: E402
 from tape.tape import get_global_tape  # noqa: E402
 from tape.testing import run_op  # noqa: E402
@@ -139,27 +138,14 @@ def test_interp_sized_by_a_tensor(mode, sized_by, layout):
                   ["Out"])
 
 
-@pytest.mark.parametrize("align_corners", [False, True])
-def test_nearest_sized_by_out_size_and_stepped_by_a_scale(align_corners):
-    """OutSize gives the sides, the scale attribute the step (1 / scale), as in Paddle."""
-    _check_served("nearest_interp_v2", _floats(2, 2, 4, 5), {"OutSize": np.array([5, 7])},
-                  {"interp_method": "nearest", "align_corners": align_corners,
-                   "scale": [1.5, 1.6]}, ["Out"])
-
-
-def test_interp_sized_by_out_size_but_stepped_by_a_scale_has_no_mapping(tmp_path):
-    """Tape's kernel (as Paddle's) then steps by 1 / scale over OutSize's cells; Resize takes
-    sizes or scales, not both."""
-    def resize(v):
-        return get_global_tape().run(
-            REGISTRY["bilinear_interp_v2"], {"X": [v], "OutSize": [Variable(np.array(
-                [3, 3], np.int32))]}, {"scale": [1.5, 1.5], "align_corners": False})["Out"][0]
-    program = static.trace(resize, _floats(1, 1, 2, 2))
-    path = tmp_path / "m.onnx"
-    with pytest.raises(NoOnnxMappingError, match=r"op 'bilinear_interp_v2' sized by OutSize but "
-                                                 r"stepped by a scale .* \(opset 18\)"):
-        tape.onnx.export(program, path, opset_version=18)
-    assert not path.exists()
+@pytest.mark.parametrize("mode", _MODES, ids=lambda m: "-".join(map(str, m.values())))
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_interp_sized_by_out_size_and_stepped_by_a_scale(layout, mode):
+    """OutSize gives the sides and the scale attribute the step (1 / scale), as in Paddle:
+    Resize takes sizes or scales, not both, so bilinear is written out there."""
+    x = _floats(2, 2, 4, 5) if layout == "NCHW" else _floats(2, 4, 5, 2)
+    _check_served(f"{mode['interp_method']}_interp_v2", x, {"OutSize": np.array([5, 7])},
+                  {**mode, "data_layout": layout, "scale": [1.5, 1.6]}, ["Out"])
 
 
 # ---- pad3d ----

@@ -182,26 +182,69 @@ def _interp_sizes(c, x, axes):
     return list(zip(sides, outs, scales))
 
 
-def _nearest_cells(c, side, out, scale, align_corners) -> str:
-    """The input cell each output cell copies, in Paddle's float32 arithmetic (Resize's own
-    rounding picks a neighbour where a position falls on a cell boundary): int(ratio * k), or
-    int(ratio * k + 0.5) with align_corners (the sum in double), below the side."""
+def _steps(c, side, out, scale, align_corners):
+    """(the output cells k, int64; ratio * k in Paddle's float32 arithmetic, with its ratio
+    (tape.geometry.interp_ratio): (in - 1) / (out - 1) with align_corners, else float32(1 /
+    scale) (the division in double) where a scale applies, else in / out; 0 for one cell)."""
     f32, one = dtypes.FP32, c.ints([1])
     if align_corners:
         ratio = c.node("Div", [c.cast(c.node("Sub", [side, one]), f32),
                                c.cast(c.node("Sub", [out, one]), f32)])
-    elif scale is not None:     # float32(1 / scale), the division in double
+    elif scale is not None:
         ratio = c.cast(c.node("Div", [c.const(np.float64([1.0])), c.cast(scale, dtypes.FP64)]),
                        f32)
     else:
         ratio = c.node("Div", [c.cast(side, f32), c.cast(out, f32)])
     ratio = c.node("Where", [c.node("Greater", [out, one]), ratio, c.const(np.float32([0]))])
     cells = c.node("Range", [c.const(np.int64(0)), c.squeeze(out, [0]), c.const(np.int64(1))])
-    position = c.node("Mul", [c.cast(cells, f32), ratio])
+    return cells, ratio, c.node("Mul", [c.cast(cells, f32), ratio])
+
+
+def _nearest_cells(c, side, out, scale, align_corners):
+    """(k, the input cell output cell k copies) in Paddle's arithmetic (Resize's own rounding
+    picks a neighbour where a position falls on a cell boundary): int(ratio * k), or
+    int(ratio * k + 0.5) with align_corners (the sum in double), below the side."""
+    cells, _, position = _steps(c, side, out, scale, align_corners)
     if align_corners:
         position = c.node("Add", [c.cast(position, dtypes.FP64), c.const(np.float64([0.5]))])
-    source = c.node("Min", [c.cast(position, dtypes.INT64), c.node("Sub", [side, one])])
-    return cells, source
+    return cells, c.node("Min", [c.cast(position, dtypes.INT64),
+                                 c.node("Sub", [side, c.ints([1])])])
+
+
+def _bilinear_taps(c, side, out, scale, align_corners, centred, height):
+    """(k, the low and high input cells output cell k reads, the high one's weight) as Tape's
+    kernel computes them: at ratio * k, or with ``centred`` (align_mode 0) at ratio * (k + 0.5)
+    - 0.5 clipped at 0, in double along the ``height`` and in float32 along the width."""
+    cells, ratio, position = _steps(c, side, out, scale, align_corners)
+    f32, f64 = dtypes.FP32, dtypes.FP64
+    if centred:
+        kind, dtype = (f64, np.float64) if height else (f32, np.float32)
+        half = c.const(dtype([0.5]))
+        middle = c.node("Sub", [c.node("Mul", [c.cast(ratio, kind), c.node(
+            "Add", [c.cast(cells, kind), half])]), half])
+        position = c.node("Max", [c.cast(middle, f32), c.const(np.float32([0]))])
+    else:
+        middle = position
+    low = c.node("Max", [c.cast(middle, dtypes.INT64), c.ints([0])])
+    high = c.node("Min", [c.node("Add", [low, c.ints([1])]), c.node("Sub", [side, c.ints([1])])])
+    return cells, low, high, c.node("Sub", [position, c.cast(low, f32)])
+
+
+def _bilinear_by_taps(c, x, axes, sizes, unchanged) -> str:
+    """Each side in turn: low cells times 1 - weight plus high cells times weight."""
+    a, resized = c.attrs, x
+    centred = a["align_mode"] == 0 and not a["align_corners"]
+    for axis, (side, out, scale), height in zip(axes, sizes, (True, False)):
+        cells, low, high, far = _bilinear_taps(c, side, out, scale, a["align_corners"],
+                                               centred, height)
+        low, high = (c.node("Where", [unchanged, cells, v]) for v in (low, high))
+        far = c.cast(c.node("Where", [unchanged, c.const(np.float32([0])), far]), c.dtype(x))
+        far = c.unsqueeze(far, list(range(1, 4 - axis))) if axis < 3 else far
+        near = c.node("Sub", [c.scalar_like(1.0, x), far])
+        resized = c.node("Add", [
+            c.node("Mul", [c.node("Gather", [resized, low], axis=axis), near]),
+            c.node("Mul", [c.node("Gather", [resized, high], axis=axis), far])])
+    return resized
 
 
 @converts("bilinear_interp_v2", "nearest_interp_v2")
@@ -209,13 +252,16 @@ def interp_v2(c):
     """Sized as Tape's kernels size it (``_interp_sizes``). Nearest: a Gather of the cells
     Paddle's arithmetic picks along each side; bilinear: Resize, with the scales where a scale
     sets the step (Resize's output sides floor(in * scale) and step 1 / scale are Paddle's),
-    else the sizes. Both copy X where the output has its sides, as Paddle's kernel does."""
+    else the sizes; sized by OutSize but stepped by a scale, which Resize cannot take, as
+    Gathers of the two cells each output cell reads, weighted. All copy X where the output has
+    its sides, as Paddle's kernel does."""
     x, a = c.input("X"), c.attrs
     layout = a["data_layout"]
     axes = (1, 2) if layout == "NHWC" else (2, 3)
     sizes = _interp_sizes(c, x, axes)
+    unchanged = c.node("And", [c.node("Equal", [side, out]) for side, out, _ in sizes])
+    scales = [s for _, _, s in sizes]
     if a["interp_method"] == "nearest":
-        unchanged = c.node("And", [c.node("Equal", [side, out]) for side, out, _ in sizes])
         resized = x
         for axis, (side, out, scale) in zip(axes, sizes):
             cells, source = _nearest_cells(c, side, out, scale, a["align_corners"])
@@ -223,15 +269,13 @@ def interp_v2(c):
                              axis=axis)
         c.identity(resized, c.output("Out"))
         return
-    scales = [s for _, _, s in sizes]
     if c.has_input("OutSize") and scales[0] is not None and not a["align_corners"]:
-        raise NoOnnxMappingError(
-            f"onnx export: op '{c.op.type}' sized by OutSize but stepped by a scale (ratio "
-            f"1 / scale, not in / out) has no ONNX mapping: Resize takes sizes or scales, not "
-            f"both (opset {c.opset})")
+        # Resize takes sizes or scales, not both: OutSize's sides stepped by 1 / scale
+        c.identity(_bilinear_by_taps(c, x, axes, sizes, unchanged), c.output("Out"))
+        return
     images = _as_nchw(c, x, layout)
-    ones = c.const(np.ones(2, np.float32))
-    if scales[0] is not None:
+    if scales[0] is not None and not c.has_input("OutSize"):   # the scales size the output
+        ones = c.const(np.ones(2, np.float32))
         inputs = [images, "", c.node("Concat", [ones, *scales], axis=0)]
     else:
         lead = c.node("Slice", [c.node("Shape", [images]), c.ints([0]), c.ints([2]),
