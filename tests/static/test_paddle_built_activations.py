@@ -26,7 +26,7 @@ _BUILD = """
         y = paddle.cumsum(y, axis=-1)
         y = paddle.index_select(y, index, axis=3)
         out = y + paddle.argsort(y, axis=2, descending=True).astype("float32")
-        # flattened: Paddle declares the running sums' shape (-24,), N * 24 with N unknown
+        # flattened: Paddle declares the running sums' shape (-18,), N * 18 with N unknown
         total = paddle.cumsum(out)
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
