@@ -9,7 +9,6 @@ from .errors import InvalidArgumentError
 from .tape import get_global_tape
 from .variable import Variable, as_variable
 
-
 # ---- layers' ops: dropout, convolution, pooling, normalisation ----
 
 def dropout(x: Variable, p: float = 0.5, training: bool = True) -> Variable:
