@@ -59,10 +59,12 @@ def _write_out(p: _Prepared):
              "    ins, outs = h.inputs, h.outputs",
              "    args = {}"]
     for slot, duplicable, bound in p.ins:
+        if not bound:       # an optional input the forward op was not given: left out
+            continue
         if duplicable:
             values = ", ".join(_value_expression(*ref) for ref in bound)
             lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
-        elif bound:
+        else:
             lines.append(f"    args[{slot!r}] = {_value_expression(*bound[0])}")
     lines.append("    result = invoke(p.plan, args, p.wants, "
                  "_grad_names(p, h) if flags.checking else None)")

@@ -146,10 +146,10 @@ class VarDesc:
             if tensor.data_type not in _ELEMENT_TYPES:
                 raise InvalidArgumentError(f"{where}: data_type {tensor.data_type} is a "
                                            f"variable kind, not an element type")
-            if any(d < -1 for d in tensor.dims):
-                raise InvalidArgumentError(f"{where}: dims {list(tensor.dims)} must each be "
-                                           f">= 0, or -1 for unknown")
-            shape, dtype = tuple(tensor.dims), tensor.data_type
+            # Paddle's shape inference multiplies an unknown -1 by known sides and saves the
+            # product (cumsum's flattened -24, instance_norm's SavedMean -C): any negative side
+            # is unknown, as Paddle reads it.
+            shape, dtype = tuple(-1 if d < 0 else d for d in tensor.dims), tensor.data_type
         return cls(m.name, shape, dtype, m.persistable, m.stop_gradient, kind, m.need_check_feed)
 
 

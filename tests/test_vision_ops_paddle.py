@@ -181,9 +181,8 @@ _PADDLE_MODEL = """
         x = paddle.static.data("x", [None, 4, 6, 6], "float32")
         h = F.relu(nn.GroupNorm(2, 8)(nn.Conv2D(4, 8, 3, padding=1, groups=4)(x)))
         h = nn.Conv2DTranspose(8, 8, 3, stride=2, padding=1, groups=8)(h, output_size=[12, 12])
-        # (InstanceNorm2D is left out: Paddle declares its SavedMean (N * C,) as (-C,) with N
-        # unknown, which Tape's loader rejects as a corrupt dim)
-        h = nn.Conv2DTranspose(8, 3, 3, padding=1)(h)
+        # Paddle declares InstanceNorm2D's SavedMean (N * C,) as (-8,) with N unknown
+        h = nn.Conv2DTranspose(8, 3, 3, padding=1)(nn.InstanceNorm2D(8)(h))
         h = nn.Upsample(size=[10, 7])(nn.Upsample(scale_factor=1.5, mode="bilinear")(h))
         y = F.pad(h, [1, 2, 0, 1], mode="reflect")
     exe = paddle.static.Executor(paddle.CPUPlace())
@@ -200,7 +199,8 @@ _PADDLE_MODEL = """
 
 @needs_paddle
 def test_tape_runs_a_model_paddle_built_from_these_ops(tmp_path):
-    """Paddle's own layers (depthwise Conv2D, GroupNorm, Conv2DTranspose depthwise and not,
+    """Paddle's own layers (depthwise Conv2D, GroupNorm, InstanceNorm2D, Conv2DTranspose
+    depthwise and not,
     Upsample bilinear and nearest, F.pad reflect), saved by Paddle; Tape's Executor runs the
     loaded model at two batch sizes within 1e-5 of Paddle."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_PADDLE_MODEL), tmp_path],
@@ -209,7 +209,8 @@ def test_tape_runs_a_model_paddle_built_from_these_ops(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == [
         "bilinear_interp_v2", "conv2d_transpose", "depthwise_conv2d",
-        "depthwise_conv2d_transpose", "elementwise_add", "group_norm", "nearest_interp_v2",
+        "depthwise_conv2d_transpose", "elementwise_add", "group_norm", "instance_norm",
+        "nearest_interp_v2",
         "pad3d", "relu", "reshape2", "squeeze2", "unsqueeze2"]
     program = static.load_inference_model(str(tmp_path))
     io = np.load(tmp_path / "io.npz")

@@ -85,17 +85,6 @@ def _interp_case(d, method):
     return {"X": d.floats(shape)}, attrs
 
 
-class _InterpGrad(GradOp):
-    """The grad op reads the size inputs the forward op was given, and only those: a size input
-    the forward op lacks is left out of the grad op, not bound empty."""
-
-    def make(self, op):
-        descs = super().make(op)
-        for desc in descs:
-            desc.inputs = {slot: names for slot, names in desc.inputs.items() if names}
-        return descs
-
-
 _INTERP_DOC = (
     "Out[n, c, k, l] = sum over i, j of Wh[k, i] * Ww[l, j] * X[n, c, i, j]: each side "
     "resized by a weight matrix whose row k reads X at s = ratio * k (align_corners: ratio = "
@@ -130,7 +119,7 @@ for _type, _method in (("bilinear_interp_v2", "bilinear"), ("nearest_interp_v2",
                     "cell centres (ratio * (k + 0.5) - 0.5), 1 at ratio * k",
                     check=OneOf(0, 1))],
         infer_shape=_interp_shape,
-        grad=_InterpGrad(reads=["X", "OutSize", "SizeTensor", "Scale"], no_need_buffer=["X"],
+        grad=GradOp(reads=["X", "OutSize", "SizeTensor", "Scale"], no_need_buffer=["X"],
                          grads=("X",)),
         case=lambda d, method=_method: _interp_case(d, method),
         doc=_INTERP_DOC)

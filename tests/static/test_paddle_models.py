@@ -36,6 +36,20 @@ MODELS = {
                      [3, 32, 32], "float32"),
     "shufflenet_v2": ("vision.models.shufflenet_v2_x0_25(num_classes=10)", [3, 32, 32],
                       "float32"),
+    # the rest of paddle.vision.models, each at the smallest input its layers take
+    # (AlexNet and GoogLeNet's dense layers fix their input at 224 x 224; AlexNet without its
+    # 9216 x 4096 x 4096 classifier, as VGG)
+    "alexnet": ("vision.models.alexnet(num_classes=0)", [3, 224, 224], "float32"),
+    "googlenet": ("vision.models.googlenet(num_classes=10)", [3, 224, 224], "float32"),
+    "inception_v3": ("vision.models.inception_v3(num_classes=10)", [3, 80, 80], "float32"),
+    "resnext50_32x4d": ("vision.models.resnext50_32x4d(num_classes=10)", [3, 32, 32],
+                        "float32"),
+    "vgg16": ("vision.models.vgg16(num_classes=0)", [3, 32, 32], "float32"),
+    "squeezenet1_0": ("vision.models.squeezenet1_0(num_classes=10)", [3, 64, 64], "float32"),
+    "mobilenet_v3_large": ("vision.models.mobilenet_v3_large(scale=0.5, num_classes=10)",
+                           [3, 32, 32], "float32"),
+    "shufflenet_v2_swish": ("vision.models.shufflenet_v2_swish(num_classes=10)", [3, 32, 32],
+                            "float32"),
     "transformer_encoder": ("nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, "
                             "dropout=0.0), 2)", [6, 16], "float32"),
     "text_classifier": ("TextClassifier()", [7], "int64"),

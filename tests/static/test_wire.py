@@ -282,8 +282,6 @@ DAMAGES = {  # id: (damage to a valid message, what the error says)
                       "forward_block_idx 9"),
     "var-twice": (lambda m: m.blocks[0].vars.append(m.blocks[0].vars[0]),
                   "'feed' is declared twice"),
-    "negative-dim": (lambda m: m.blocks[0].vars[2].type.dense_tensor.tensor.dims.append(-3),
-                     r"var 'x': dims \[-1, 4, -3\]"),
     "lod": (lambda m: setattr(m.blocks[0].vars[2].type.dense_tensor, "legacy_lod_level", 1),
             "LoD"),
     "kind-as-dtype": (lambda m: setattr(m.blocks[0].vars[2].type.dense_tensor.tensor,
@@ -305,6 +303,14 @@ def test_inconsistent_programs_are_rejected(damage, message):
     damage(m)
     with pytest.raises(tape.InvalidArgumentError, match=message):
         corrupt(m)
+
+
+def test_a_negative_dim_reads_as_unknown():
+    """Paddle saves products of -1 and known sides (-24, -C) where a side is unknown."""
+    m = valid_message()
+    m.blocks[0].vars[2].type.dense_tensor.tensor.dims.extend([-24, 3])
+    x = corrupt(m).global_block().vars["x"]
+    assert x.shape == (-1, 4, -1, 3)
 
 
 def parses_or_rejects(data: bytes) -> None:

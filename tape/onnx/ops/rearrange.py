@@ -3,6 +3,7 @@ CumSum, Gather and TopK."""
 import numpy as np
 
 from ..table import converts
+from .tensor import sorted_top
 
 
 @converts("expand_v2")
@@ -50,14 +51,7 @@ def index_select(c):
 
 @converts("argsort")
 def argsort(c):
-    """TopK of the whole axis: sorted, ties towards the lower index, as Tape's sort."""
-    x, a = c.input("X"), c.attrs
-    rank = c.rank(x)
-    if rank == 0:
-        c.identity(x, c.output("Out"))
-        c.identity(c.const(np.zeros((), np.int64)), c.output("Indices"))
-        return
-    axis = a["axis"] % rank
-    size = c.node("Gather", [c.node("Shape", [x]), c.ints([axis])], axis=0)
-    c.node("TopK", [x, size], [c.output("Out"), c.output("Indices")], axis=axis,
-           largest=int(a["descending"]), sorted=1)
+    """TopK of the whole axis."""
+    def whole_axis(x, axis):
+        return c.node("Gather", [c.node("Shape", [x]), c.ints([axis])], axis=0)
+    sorted_top(c, whole_axis, c.attrs["descending"])

@@ -202,17 +202,24 @@ def arg_min(c):
     _arg(c, "ArgMin")
 
 
-@converts("top_k_v2")
-def top_k_v2(c):
-    """ONNX's TopK sorts and breaks ties towards the lower index, as Tape does."""
-    x, a = c.input("X"), c.attrs
+def sorted_top(c, count, largest: bool) -> None:
+    """Out and Indices of X's ``count(x, axis)`` largest (or smallest) values along the
+    ``axis`` attribute, sorted, ties towards the lower index as Tape's sort; a 0-D X is its own
+    top, at index 0."""
+    x = c.input("X")
     rank = c.rank(x)
     if rank == 0:
         c.identity(x, c.output("Out"))
         c.identity(c.const(np.zeros((), np.int64)), c.output("Indices"))
         return
-    c.node("TopK", [x, c.ints([a["k"]])], [c.output("Out"), c.output("Indices")],
-           axis=a["axis"] % rank, largest=int(a["largest"]), sorted=1)
+    axis = c.attrs["axis"] % rank
+    c.node("TopK", [x, count(x, axis)], [c.output("Out"), c.output("Indices")], axis=axis,
+           largest=int(largest), sorted=1)
+
+
+@converts("top_k_v2")
+def top_k_v2(c):
+    sorted_top(c, lambda x, axis: c.ints([c.attrs["k"]]), c.attrs["largest"])
 
 
 @converts("accuracy")
