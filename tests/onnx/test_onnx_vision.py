@@ -65,8 +65,8 @@ def _check_served(op_type, x, others, attrs, slots, opset=tape.onnx.DEFAULT_OPSE
     {"strides": [2, 2], "dilations": [1, 1], "paddings": [1, 1], "output_size": [6, 7]},
 ])
 def test_conv2d_transpose_output_cells_past_the_stride(layout, extra):
-    """output_padding at the stride (Paddle allows it below max(stride, dilation); onnxruntime's
-    ConvTranspose refuses it), and cells that the end pads would crop."""
+    """output_padding at the stride (Paddle allows it below max(stride, dilation); ONNX's
+    ConvTranspose bounds it by the stride), and cells that the end pads would crop."""
     x = _floats(2, 2, 3, 4) if layout == "NCHW" else _floats(2, 3, 4, 2)
     attrs = {"groups": 2, "data_format": layout, **extra}
     _check_served("conv2d_transpose", x, {"Filter": _floats(2, 3, 3, 2)}, attrs, ["Output"])
@@ -105,6 +105,30 @@ _MODES = [{"interp_method": "bilinear", "align_corners": True, "align_mode": 1},
 _BOUNDARIES = [(14, 2), (14, 23), (11, 1.7), (16, 1.7)]
 
 
+def test_onnxruntime_resize_misses_a_boundary_that_onnx_defines():
+    """Why nearest is not a Resize: resizing 14 cells to 2 (asymmetric, floor), output cell 1
+    is at 1 / (2 / 14) = 7 by ONNX's definition (onnx's reference evaluator reads cell 7, and
+    so do Paddle and Tape); onnxruntime 1.32 reads cell 6. If this fails, onnxruntime has
+    changed, and Resize may serve nearest_interp_v2 again."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    graph = helper.make_graph(
+        [node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 14, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 1])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 1], np.int64), "sizes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.arange(14, dtype=np.float32).reshape(1, 1, 14, 1)
+    assert ReferenceEvaluator(model).run(None, {"x": x})[0].ravel().tolist() == [0, 7]
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": x})[0].ravel().tolist() == [0, 6]
+    eager = run_op("nearest_interp_v2", {"X": x}, {"interp_method": "nearest", "out_h": 2,
+                                                   "out_w": 1, "align_corners": False})
+    assert eager["Out"][0].numpy().ravel().tolist() == [0, 7]
+
+
 @pytest.mark.parametrize("mode", _MODES, ids=lambda m: "-".join(map(str, m.values())))
 def test_resize_samples_where_paddle_samples(mode):
     """Every (in, out) side pair of 1..6 by 1..8, scales over 1..6, and the boundaries above,
@@ -138,14 +162,15 @@ def test_interp_sized_by_a_tensor(mode, sized_by, layout):
                   ["Out"])
 
 
+@pytest.mark.parametrize("opset", [13, 21])
 @pytest.mark.parametrize("mode", _MODES, ids=lambda m: "-".join(map(str, m.values())))
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_interp_sized_by_out_size_and_stepped_by_a_scale(layout, mode):
+def test_interp_sized_by_out_size_and_stepped_by_a_scale(layout, mode, opset):
     """OutSize gives the sides and the scale attribute the step (1 / scale), as in Paddle:
     Resize takes sizes or scales, not both, so bilinear is written out there."""
     x = _floats(2, 2, 4, 5) if layout == "NCHW" else _floats(2, 4, 5, 2)
     _check_served(f"{mode['interp_method']}_interp_v2", x, {"OutSize": np.array([5, 7])},
-                  {**mode, "data_layout": layout, "scale": [1.5, 1.6]}, ["Out"])
+                  {**mode, "data_layout": layout, "scale": [1.5, 1.6]}, ["Out"], opset)
 
 
 # ---- pad3d ----

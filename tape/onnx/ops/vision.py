@@ -68,8 +68,9 @@ def conv2d_transpose(c):
     cells that output_size / output_padding add past the smallest output are the full
     transposed convolution's cells that the bottom / right pads would crop, then zeros: they
     come from smaller end pads and a zero Pad, not from ConvTranspose's output_padding, which
-    onnxruntime 1.32 refuses at or above the stride ("output_padding (1) may be too large for
-    stride (1)") where Paddle allows it below max(stride, dilation)."""
+    ONNX bounds by the stride (onnxruntime 1.32: "output_padding (1) may be too large for
+    stride (1)"; onnx's reference evaluator fails too) where Paddle allows it below
+    max(stride, dilation)."""
     x, w, a = c.input("Input"), c.input("Filter"), c.attrs
     layout = a["data_format"]
     kh, kw = c.shape(w)[2:]
@@ -201,8 +202,9 @@ def _steps(c, side, out, scale, align_corners):
 
 
 def _nearest_cells(c, side, out, scale, align_corners):
-    """(k, the input cell output cell k copies) in Paddle's arithmetic (Resize's own rounding
-    picks a neighbour where a position falls on a cell boundary): int(ratio * k), or
+    """(k, the input cell output cell k copies) in Paddle's arithmetic (onnxruntime's Resize
+    picks a neighbour where a position falls on a cell boundary, even against ONNX's exact
+    one: tests/onnx/test_onnx_vision.py): int(ratio * k), or
     int(ratio * k + 0.5) with align_corners (the sum in double), below the side."""
     cells, _, position = _steps(c, side, out, scale, align_corners)
     if align_corners:
