@@ -18,12 +18,12 @@ element as they would alone.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+import operator
 
 from . import flags as _flags
 from .desc import GRAD_SUFFIX
 from .dispatch import invoke
-from .pending import ShapeOnly, arrays_of
+from .pending import ShapeOnly, arrays_of, read
 
 # How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
 # and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
@@ -33,11 +33,11 @@ CAT, SHARED, SUM = "cat", "shared", "sum"
 
 
 def run_ops(needed: list) -> None:
-    """Run the pending ops of ``needed``, ``[(op, the ops it waits for)]`` in record order
-    (``pending.prune``'s answer): batched by signature when FLAGS_lazy_batching is on, else
-    one by one in record order."""
+    """Run the pending ops of ``needed`` (``pending.prune``'s answer, in record order):
+    batched by signature when FLAGS_lazy_batching is on, else one by one in record order."""
     if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
-        for op, _ in needed:
+        for op in needed:
+            op.users = None
             run_one(op)
         return
     Agenda(needed).run()
@@ -69,25 +69,34 @@ class Agenda:
     An op no other op can join (no batch rule, or the last of its signature) runs as soon as
     it is ready: it cannot batch, and running it can only make more ops ready. Ties go to the
     group whose first op was recorded first, so a run is deterministic.
+
+    The work per op is a signature (a dict lookup of its plan's batch rule, plus the identity
+    of its shared inputs where the rule has some), a count, and, once it ran, a countdown of
+    its users; everything that does not change from op to op of a plan (the rule, which
+    inputs are shared, how each is passed) is decided once per plan (``_rule``).
     """
 
     def __init__(self, needed: list):
-        # Per op, set here and read by ``run``: ``sig``, ``waiting`` (how many ops it reads
-        # have not run) and ``users`` (the ops that read it).
-        self.left = defaultdict(int)        # signature -> its ops not run yet
+        # ``needed`` carries ``waiting`` and ``users`` (``pending.prune``); ``sig`` is set here
+        self.left = left = {}               # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.alone = []                     # ready ops nothing can join
-        for op, _ in needed:
-            op.users = []
-        left = self.left
-        for op, deps in needed:
-            sig = op.sig = signature(op)
-            left[sig] += 1
-            op.waiting = len(deps)
-            for d in deps:
-                d.users.append(op)
-        for op, deps in needed:
-            if not deps:
+        rules = _rule_cache
+        for op in needed:
+            plan = op.plan
+            rule = rules.get(plan, _UNKNOWN) if plan is not None else None
+            if rule is _UNKNOWN:
+                rule = _rule(op)
+            if rule is None:
+                sig = op
+            elif rule[2]:
+                sig = _shared_signature(op, rule)
+            else:
+                sig = plan
+            op.sig = sig
+            left[sig] = left.get(sig, 0) + 1
+        for op in needed:
+            if not op.waiting:
                 self._enqueue(op)
 
     def _enqueue(self, op) -> None:
@@ -95,7 +104,11 @@ class Agenda:
         if self.left[sig] == 1:
             self.alone.append(op)
         else:
-            self.ready.setdefault(sig, []).append(op)
+            group = self.ready.get(sig)
+            if group is None:
+                self.ready[sig] = [op]
+            else:
+                group.append(op)
 
     def run(self) -> None:
         alone, ready, left = self.alone, self.ready, self.left
@@ -122,17 +135,17 @@ class Agenda:
     def choose(self):
         """The signature to run next (see the class docstring)."""
         best, best_key = None, None
+        left = self.left
         for sig, group in self.ready.items():
             n = len(group)
-            lone_and_waiting = n == 1 and self.left[sig] > 1
-            key = (0 if lone_and_waiting else n, -group[0].order)
+            key = (0 if n == 1 and left[sig] > 1 else n, -group[0].order)
             if best_key is None or key > best_key:
                 best, best_key = sig, key
         return best
 
 
-def _record_order(op) -> int:
-    return op.order
+_UNKNOWN = object()
+_record_order = operator.attrgetter("order")
 
 
 def signature(op):
@@ -141,11 +154,17 @@ def signature(op):
     rule = _rule(op) if op.plan is not None else None
     if rule is None:
         return op
-    ins, sums = rule
-    shared = tuple(_identity(op.args[slot]) for slot, how in ins.items() if how == SHARED)
+    return _shared_signature(op, rule) if rule[2] else op.plan
+
+
+def _shared_signature(op, rule) -> tuple:
+    _, sums, shared = rule
+    args = op.args
+    sig = (op.plan, *[_identity(args[slot]) for slot in shared])
     if sums:    # a summed output's parts must all go to one variable
-        shared += tuple(op.dests[n] for n in sums)
-    return (op.plan, shared)
+        dests = op.dests
+        sig += tuple(dests[n] for n in sums)
+    return sig
 
 
 def _identity(a):
@@ -163,48 +182,49 @@ def _identity(a):
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
-    ins, sums = rule
+    ins, sums, _ = rule
     first = ops[0]
-    xp = first.plan.place.array_module()
-    per_op = [arrays_of(op) for op in ops]
+    n = len(ops)
+    concatenate = first.plan.place.array_module().concatenate
     arrays = {}
-    for slot, a in per_op[0].items():
-        how = ins.get(slot)
-        given = first.args[slot]
-        if a is None or how == SHARED:
-            arrays[slot] = a
-        elif type(given) is ShapeOnly:
-            arrays[slot] = given.stacked(len(ops)).array()
-        elif type(a) is list:
-            arrays[slot] = [g.stacked(len(ops)).array() if type(g) is ShapeOnly
-                            else xp.concatenate([p[slot][i] for p in per_op])
+    for slot, given in first.args.items():
+        t = type(given)
+        if given is None:
+            arrays[slot] = None
+        elif ins.get(slot) == SHARED:
+            arrays[slot] = arrays_of(first)[slot] if t is list else \
+                read(given) if t is tuple else given.array() if t is ShapeOnly else given
+        elif t is ShapeOnly:
+            arrays[slot] = given.stacked(n).array()
+        elif t is list:
+            per_op = [arrays_of(op)[slot] for op in ops]
+            arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
+                            else concatenate([p[i] for p in per_op])
                             for i, g in enumerate(given)]
         else:
-            arrays[slot] = xp.concatenate([p[slot] for p in per_op])
+            arrays[slot] = concatenate([read(a) if type(a) is tuple else a
+                                        for a in [op.args[slot] for op in ops]])
     result = invoke(first.plan, arrays, first.wants, None)
-    n = len(ops)
-    parts = [[] for _ in ops]
+    cuts = []
     for k, value in enumerate(result):
         if value is None:
-            cut = [None] * n
+            cuts.append([None] * n)
         elif k in sums:
             none = [None] * len(value) if type(value) is list else None
-            cut = [value] + [none] * (n - 1)
+            cuts.append([value] + [none] * (n - 1))
         elif type(value) is list:
-            cut = [list(c) for c in zip(*(_cut(v, n) for v in value))]
+            cuts.append([list(c) for c in zip(*(_cut(v, n) for v in value))])
         else:
-            cut = _cut(value, n)
-        for part, piece in zip(parts, cut):
-            part.append(piece)
-    for op, part in zip(ops, parts):
-        op.results = tuple(part)
+            cuts.append(_cut(value, n))
+    for op, results in zip(ops, zip(*cuts)):
+        op.results = results
         op.args = None
 
 
 def _cut(array, n: int) -> list:
     """``array`` cut along axis 0 into ``n`` equal parts (views)."""
     rows = array.shape[0] // n
-    return [array[i * rows:(i + 1) * rows] for i in range(n)]
+    return [array[i:i + rows] for i in range(0, rows * n, rows)]
 
 
 # ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
@@ -302,8 +322,8 @@ _rule_cache: dict = {}
 
 
 def _rule(op):
-    """``(input modes, summed output slot indices)`` for batches of ``op``'s plan, or None:
-    decided once per plan (which fixes the inputs' shapes). A grad op ``<t>_grad`` follows
+    """``(input modes, summed output slot indices, shared input slots)`` for batches of
+    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). A grad op ``<t>_grad`` follows
     ``<t>``'s rule: the forward slots it reads are passed as ``<t>`` passes them, output
     gradients are concatenated, and the gradient of a shared input is summed."""
     plan = op.plan
@@ -320,18 +340,22 @@ def _rule(op):
         forward = _RULES.get(info.type[:-len("_grad")]) if info.type.endswith("_grad") else None
         if make is not None:
             ins = make(plan, shapes)
-            rule = None if ins is None else (ins, ())
+            rule = None if ins is None else (ins, (), _shared_slots(ins))
         elif forward is not None:
             ins = forward(plan, {s: v for s, v in shapes.items() if "@" not in s})
             if ins is not None:
                 ins = {**ins, **{s: CAT for s in shapes if "@" in s}}
                 sums = tuple(n for n, name in enumerate(info.output_names)
                              if ins.get(name[:-len(GRAD_SUFFIX)]) == SHARED)
-                rule = (ins, sums)
+                rule = (ins, sums, _shared_slots(ins))
     if len(_rule_cache) >= 4096:
         _rule_cache.clear()
     _rule_cache[plan] = rule
     return rule
+
+
+def _shared_slots(ins: dict) -> tuple:
+    return tuple(slot for slot, how in ins.items() if how == SHARED)
 
 
 def _shape(a):

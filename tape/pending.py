@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import operator
 
 from . import flags as _flags
 from .backward import shape_only
@@ -164,26 +165,35 @@ def collector_paused():
 
 
 def prune(ops) -> list:
-    """``[(op, its pending inputs' ops)]`` for the pending ops among ``ops`` and everything
-    they depend on that has not run, in record order: seed 000's prune walk (keep an op that is
-    a target or produces what a kept op reads) over the graph of refs, with a stack instead of
-    recursion."""
-    needed, seen = [], set()
-    stack = [op for op in ops if op.results is None]
+    """The pending ops among ``ops`` and everything they depend on that has not run, in
+    record order: seed 000's prune walk (keep an op that is a target or produces what a kept
+    op reads) over the graph of refs, with a stack instead of recursion. The walk leaves on
+    each kept op what the scheduler needs: ``waiting`` (how many kept ops it reads, each
+    counted once) and ``users`` (the kept ops that read it)."""
+    needed, stack, seen = [], [], set()
+    for op in ops:
+        if op.results is None and id(op) not in seen:
+            seen.add(id(op))
+            op.users = []
+            stack.append(op)
     while stack:
         op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        deps = set(dependencies(op))    # (an op read twice is waited for once)
-        needed.append((op, deps))
-        stack.extend(deps)
-    needed.sort(key=_record_order)
+        needed.append(op)
+        deps = dependencies(op)
+        op.waiting = len(deps)
+        for d in deps:
+            if id(d) in seen:
+                d.users.append(op)
+            else:
+                seen.add(id(d))
+                d.users = [op]
+                stack.append(d)
+    if len(needed) > 1:
+        needed.sort(key=_record_order)
     return needed
 
 
-def _record_order(pair) -> int:
-    return pair[0].order
+_record_order = operator.attrgetter("order")
 
 
 class ShapeOnly:
@@ -223,11 +233,18 @@ def arrays_of(op) -> dict:
 
 
 def dependencies(op) -> list:
-    """The ops ``op`` reads from that have not run."""
+    """The ops ``op`` reads from that have not run, each once."""
     deps = []
     for a in op.args.values():
-        if type(a) is list:
-            deps.extend(r[0] for r in a if type(r) is tuple and r[0].results is None)
-        elif type(a) is tuple and a[0].results is None:
-            deps.append(a[0])
+        t = type(a)
+        if t is tuple:
+            d = a[0]
+            if d.results is None and d not in deps:
+                deps.append(d)
+        elif t is list:
+            for r in a:
+                if type(r) is tuple:
+                    d = r[0]
+                    if d.results is None and d not in deps:
+                        deps.append(d)
     return deps
