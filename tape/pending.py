@@ -168,26 +168,44 @@ def prune(ops) -> list:
     """The pending ops among ``ops`` and everything they depend on that has not run, in
     record order: seed 000's prune walk (keep an op that is a target or produces what a kept
     op reads) over the graph of refs, with a stack instead of recursion. The walk leaves on
-    each kept op what the scheduler needs: ``waiting`` (how many kept ops it reads, each
-    counted once) and ``users`` (the kept ops that read it)."""
+    each kept op what the scheduler needs: ``waiting`` (how many of its arguments are outputs
+    of kept ops) and ``users`` (the kept op of each such argument: an op read twice by one
+    user lists it twice, and is counted twice in its ``waiting``)."""
     needed, stack, seen = [], [], set()
     for op in ops:
-        if op.results is None and id(op) not in seen:
-            seen.add(id(op))
+        if op.results is None and op not in seen:
+            seen.add(op)
             op.users = []
             stack.append(op)
     while stack:
         op = stack.pop()
         needed.append(op)
-        deps = dependencies(op)
-        op.waiting = len(deps)
-        for d in deps:
-            if id(d) in seen:
-                d.users.append(op)
-            else:
-                seen.add(id(d))
-                d.users = [op]
-                stack.append(d)
+        waiting = 0
+        for a in op.args.values():
+            t = type(a)
+            if t is tuple:
+                d = a[0]
+                if d.results is None:
+                    waiting += 1
+                    if d in seen:
+                        d.users.append(op)
+                    else:
+                        seen.add(d)
+                        d.users = [op]
+                        stack.append(d)
+            elif t is list:
+                for r in a:
+                    if type(r) is tuple:
+                        d = r[0]
+                        if d.results is None:
+                            waiting += 1
+                            if d in seen:
+                                d.users.append(op)
+                            else:
+                                seen.add(d)
+                                d.users = [op]
+                                stack.append(d)
+        op.waiting = waiting
     if len(needed) > 1:
         needed.sort(key=_record_order)
     return needed
@@ -230,21 +248,3 @@ def arrays_of(op) -> dict:
         else:
             arrays[slot] = a
     return arrays
-
-
-def dependencies(op) -> list:
-    """The ops ``op`` reads from that have not run, each once."""
-    deps = []
-    for a in op.args.values():
-        t = type(a)
-        if t is tuple:
-            d = a[0]
-            if d.results is None and d not in deps:
-                deps.append(d)
-        elif t is list:
-            for r in a:
-                if type(r) is tuple:
-                    d = r[0]
-                    if d.results is None and d not in deps:
-                        deps.append(d)
-    return deps
