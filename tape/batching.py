@@ -125,11 +125,20 @@ class Agenda:
                     group.sort(key=_record_order)
                     run_batch(group, _rule(group[0]))
             left[group[0].sig] -= len(group)
-            for op in group:
+            for op in group:     # (``_enqueue``, written out: this runs once per edge)
                 for user in op.users:
-                    user.waiting -= 1
-                    if not user.waiting:
-                        self._enqueue(user)
+                    waiting = user.waiting - 1
+                    user.waiting = waiting
+                    if not waiting:
+                        sig = user.sig
+                        if left[sig] == 1:
+                            alone.append(user)
+                        else:
+                            same = ready.get(sig)
+                            if same is None:
+                                ready[sig] = [user]
+                            else:
+                                same.append(user)
                 op.users = None
 
     def choose(self):
@@ -202,8 +211,15 @@ def run_batch(ops: list, rule) -> None:
                             else concatenate([p[i] for p in per_op])
                             for i, g in enumerate(given)]
         else:
-            arrays[slot] = concatenate([read(a) if type(a) is tuple else a
-                                        for a in [op.args[slot] for op in ops]])
+            parts = []
+            for op in ops:
+                a = op.args[slot]
+                if type(a) is tuple:    # (``pending.read``, written out)
+                    value = a[0].results[a[1]]
+                    parts.append(value if a[2] < 0 else value[a[2]])
+                else:
+                    parts.append(a)
+            arrays[slot] = concatenate(parts)
     result = invoke(first.plan, arrays, first.wants, None)
     cuts = []
     for k, value in enumerate(result):
@@ -222,9 +238,9 @@ def run_batch(ops: list, rule) -> None:
 
 
 def _cut(array, n: int) -> list:
-    """``array`` cut along axis 0 into ``n`` equal parts (views)."""
-    rows = array.shape[0] // n
-    return [array[i:i + rows] for i in range(0, rows * n, rows)]
+    """``array`` cut along axis 0 into ``n`` equal parts (views; iterating a reshaped view
+    makes them in C, at a third of the cost of slicing in a loop)."""
+    return list(array.reshape((n, array.shape[0] // n) + array.shape[1:]))
 
 
 # ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),

@@ -184,7 +184,7 @@ def _deferrer(p):
                       f"        parts.append((op, {n}, {index}))",
                       f"    d{n}_{j} = id(d)"]
             where.append(f"d{n}_{j}")
-        dests.append(f"({', '.join(where)},)")
+        dests.append(f"({', '.join(where)},)" if where else "()")
     lines.append(f"    op.dests = ({', '.join(dests)},)" if dests else "    op.dests = ()")
     namespace = {"p": p, "GradLazyOp": GradLazyOp, "Variable": Variable, "_pending": _pending,
                  "_gradient": _gradient, "_out_gradient": _out_gradient, "_desc": _desc,
