@@ -206,41 +206,92 @@ def run_batch(ops: list, rule) -> None:
         elif t is ShapeOnly:
             arrays[slot] = given.stacked(n).array()
         elif t is list:
-            per_op = [arrays_of(op)[slot] for op in ops]
-            arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
-                            else concatenate([p[i] for p in per_op])
-                            for i, g in enumerate(given)]
+            count = len(given)
+            if all(len(op.args[slot]) == count for op in ops):
+                arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
+                                else _gathered(ops, slot, concatenate, i)
+                                for i, g in enumerate(given)]
+            else:   # (parts a batch summed elsewhere read as None and are left out)
+                per_op = [arrays_of(op)[slot] for op in ops]
+                arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
+                                else concatenate([p[i] for p in per_op])
+                                for i, g in enumerate(given)]
         else:
-            parts = []
-            for op in ops:
-                a = op.args[slot]
-                if type(a) is tuple:    # (``pending.read``, written out)
-                    value = a[0].results[a[1]]
-                    parts.append(value if a[2] < 0 else value[a[2]])
-                else:
-                    parts.append(a)
-            arrays[slot] = concatenate(parts)
-    result = invoke(first.plan, arrays, first.wants, None)
-    cuts = []
-    for k, value in enumerate(result):
-        if value is None:
-            cuts.append([None] * n)
-        elif k in sums:
-            none = [None] * len(value) if type(value) is list else None
-            cuts.append([value] + [none] * (n - 1))
-        elif type(value) is list:
-            cuts.append([list(c) for c in zip(*(_cut(v, n) for v in value))])
-        else:
-            cuts.append(_cut(value, n))
-    for op, results in zip(ops, zip(*cuts)):
-        op.results = results
+            arrays[slot] = _gathered(ops, slot, concatenate)
+    result = tuple(invoke(first.plan, arrays, first.wants, None))
+    batch = (n, sums)
+    row = 0
+    for op in ops:
+        op.results = result
+        op.batch = batch
+        op.row = row
         op.args = None
+        row += 1
 
 
-def _cut(array, n: int) -> list:
-    """``array`` cut along axis 0 into ``n`` equal parts (views; iterating a reshaped view
-    makes them in C, at a third of the cost of slicing in a loop)."""
-    return list(array.reshape((n, array.shape[0] // n) + array.shape[1:]))
+def _gathered(ops: list, slot: str, concatenate, index: int = -1):
+    """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
+    ``ops``, concatenated along axis 0. Where
+    successive ops read the same output of ops of one earlier batch, their rows are taken
+    from that batch's whole output at once, and nothing is concatenated when one such run
+    covers all of it: the output itself (in row order), a slice, or one fancy index."""
+    pieces = []
+    rows = whole = k = j = size = None
+    for op in ops:
+        a = op.args[slot] if index < 0 else op.args[slot][index]
+        if type(a) is tuple:
+            d = a[0]
+            if d.results is whole and a[1] == k and a[2] == j:
+                rows.append(d.row)
+                continue
+            if rows is not None:
+                pieces.append(_rows_of(whole, k, j, size, rows))
+            batch = d.batch
+            if batch is not None and a[1] not in batch[1]:
+                whole, k, j, size, rows = d.results, a[1], a[2], batch[0], [d.row]
+                continue
+            rows = whole = None
+            pieces.append(read(a))
+            if pieces[-1] is None:      # (a part a batch summed elsewhere)
+                return _gathered_reads(ops, slot, concatenate, index)
+        else:
+            if rows is not None:
+                pieces.append(_rows_of(whole, k, j, size, rows))
+                rows = whole = None
+            pieces.append(a)
+    if rows is not None:
+        pieces.append(_rows_of(whole, k, j, size, rows))
+    return pieces[0] if len(pieces) == 1 else concatenate(pieces)
+
+
+def _gathered_reads(ops: list, slot: str, concatenate, index: int):
+    values = (read(a) if type(a) is tuple else a.array() if type(a) is ShapeOnly else a
+              for a in (op.args[slot] if index < 0 else op.args[slot][index] for op in ops))
+    return concatenate([v for v in values if v is not None])
+
+
+_in_order: dict = {}
+
+
+def _rows_of(whole: tuple, k: int, j: int, size: int, rows: list):
+    """Rows ``rows`` (op places in its batch of ``size``) of a batch's output ``k`` (index
+    ``j`` of it if it is a list), in that order."""
+    value = whole[k] if j < 0 else whole[k][j]
+    in_order = _in_order.get(size)
+    if in_order is None:
+        in_order = _in_order[size] = list(range(size))
+    count = len(rows)
+    if count == size and rows == in_order:
+        return value
+    shape = value.shape
+    per_op = shape[0] // size
+    first = rows[0]
+    if rows == in_order[first:first + count]:
+        return value[first * per_op:(first + count) * per_op]
+    if per_op == 1:
+        return value[rows]
+    return value.reshape((size, per_op) + shape[1:])[rows].reshape(
+        (count * per_op,) + shape[1:])
 
 
 # ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
@@ -339,9 +390,10 @@ _rule_cache: dict = {}
 
 def _rule(op):
     """``(input modes, summed output slot indices, shared input slots)`` for batches of
-    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). A grad op ``<t>_grad`` follows
-    ``<t>``'s rule: the forward slots it reads are passed as ``<t>`` passes them, output
-    gradients are concatenated, and the gradient of a shared input is summed."""
+    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). A grad op
+    ``<t>_grad`` follows ``<t>``'s rule: the forward slots it reads are passed as ``<t>``
+    passes them, output gradients are concatenated, and the gradient of a shared input is
+    summed."""
     plan = op.plan
     try:
         return _rule_cache[plan]

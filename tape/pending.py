@@ -33,10 +33,14 @@ _order = itertools.count()
 class LazyOp:
     """One recorded, not yet run op: its CallPlan, its inputs (arrays or refs) by slot, its
     place in record order, and, once run, ``results`` (one entry per output slot, as
-    ``dispatch.invoke`` returns them)."""
+    ``dispatch.invoke`` returns them). An op that ran in a batch of ``n`` shares the batch's
+    whole results; ``batch`` is then ``(n, summed output slots)`` and ``row`` its place in the
+    batch, and ``read`` cuts its part out when asked (most parts are never cut: a later batch
+    takes their rows from the whole at once, ``tape.batching``)."""
 
     # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it
-    __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users")
+    __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users",
+                 "batch", "row")
     wants = None        # the output slots to compute (None: all); a grad op names them
     shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
     dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
@@ -45,6 +49,7 @@ class LazyOp:
         self.plan = plan
         self.args = args
         self.results = None
+        self.batch = None
         self.order = next(_order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
 
@@ -135,7 +140,28 @@ def read(ref):
     """The value of ``ref``, whose op has run."""
     op, n, j = ref
     result = op.results[n]
+    if op.batch is not None:
+        return part_of(op, result, n, j)
     return result if j < 0 else result[j]
+
+
+def part_of(op, result, n: int, j: int):
+    """Op ``op``'s part of its batch's output slot ``n`` (``result``; index ``j`` of it if it
+    is a list): its rows along axis 0 (a view), or, for an output the batch summed, the whole
+    sum for the batch's first op and None for the others."""
+    if result is None:
+        return None
+    size, sums = op.batch
+    row = op.row
+    if n in sums:
+        if row:
+            return None
+        return result if j < 0 else result[j]
+    value = result if j < 0 else result[j]
+    if value is None:
+        return None
+    rows = value.shape[0] // size
+    return value[row * rows:(row + 1) * rows]
 
 
 def compute(refs: list) -> list:
