@@ -84,7 +84,12 @@ class Agenda:
         rules = _rule_cache
         for op in needed:
             plan = op.plan
-            rule = rules.get(plan, _UNKNOWN) if plan is not None else None
+            if plan is None:    # an Accumulation
+                sig = op.kind or op
+                op.sig = sig
+                left[sig] = left.get(sig, 0) + 1
+                continue
+            rule = rules.get(plan, _UNKNOWN)
             if rule is _UNKNOWN:
                 rule = _rule(op)
             if rule is None:
@@ -123,7 +128,10 @@ class Agenda:
                     run_one(group[0])
                 else:
                     group.sort(key=_record_order)
-                    run_batch(group, _rule(group[0]))
+                    if group[0].plan is None:
+                        run_accumulations(group)
+                    else:
+                        run_batch(group, _rule(group[0]))
             left[group[0].sig] -= len(group)
             for op in group:     # (``_enqueue``, written out: this runs once per edge)
                 for user in op.users:
@@ -209,7 +217,7 @@ def run_batch(ops: list, rule) -> None:
             count = len(given)
             if all(len(op.args[slot]) == count for op in ops):
                 arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
-                                else _gathered(ops, slot, concatenate, i)
+                                else _column(ops, slot, concatenate, i)
                                 for i, g in enumerate(given)]
             else:   # (parts a batch summed elsewhere read as None and are left out)
                 per_op = [arrays_of(op)[slot] for op in ops]
@@ -217,7 +225,7 @@ def run_batch(ops: list, rule) -> None:
                                 else concatenate([p[i] for p in per_op])
                                 for i, g in enumerate(given)]
         else:
-            arrays[slot] = _gathered(ops, slot, concatenate)
+            arrays[slot] = _column(ops, slot, concatenate, -1)
     result = tuple(invoke(first.plan, arrays, first.wants, None))
     batch = (n, sums)
     row = 0
@@ -229,9 +237,33 @@ def run_batch(ops: list, rule) -> None:
         row += 1
 
 
+def run_accumulations(ops: list) -> None:
+    """Run gradient Accumulations of one kind as a batch: part ``i`` of every op concatenated,
+    the concatenations added in order (each element summed as the op alone sums it); one by
+    one where a part is None (summed into another by a batch)."""
+    concatenate = ops[0].kind[-1].concatenate
+    total = None
+    for i in range(len(ops[0].args["X"])):
+        column = _gathered(ops, "X", concatenate, i)
+        if column is None:
+            for op in ops:
+                op.run()
+            return
+        total = column if total is None else total + column
+    result = (total,)
+    batch = (len(ops), ())
+    row = 0
+    for op in ops:
+        op.results = result
+        op.batch = batch
+        op.row = row
+        op.args = None
+        row += 1
+
+
 def _gathered(ops: list, slot: str, concatenate, index: int = -1):
     """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
-    ``ops``, concatenated along axis 0. Where
+    ``ops``, concatenated along axis 0 (None if one of them is None). Where
     successive ops read the same output of ops of one earlier batch, their rows are taken
     from that batch's whole output at once, and nothing is concatenated when one such run
     covers all of it: the output itself (in row order), a slice, or one fancy index."""
@@ -251,9 +283,10 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
                 whole, k, j, size, rows = d.results, a[1], a[2], batch[0], [d.row]
                 continue
             rows = whole = None
-            pieces.append(read(a))
-            if pieces[-1] is None:      # (a part a batch summed elsewhere)
-                return _gathered_reads(ops, slot, concatenate, index)
+            value = read(a)
+            if value is None:       # (a part a batch summed into another op's part)
+                return None
+            pieces.append(value)
         else:
             if rows is not None:
                 pieces.append(_rows_of(whole, k, j, size, rows))
@@ -262,6 +295,12 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
     if rows is not None:
         pieces.append(_rows_of(whole, k, j, size, rows))
     return pieces[0] if len(pieces) == 1 else concatenate(pieces)
+
+
+def _column(ops: list, slot: str, concatenate, index: int):
+    """``_gathered``, or where a part is None, the other parts concatenated."""
+    value = _gathered(ops, slot, concatenate, index)
+    return value if value is not None else _gathered_reads(ops, slot, concatenate, index)
 
 
 def _gathered_reads(ops: list, slot: str, concatenate, index: int):

@@ -37,13 +37,16 @@ class GradLazyOp(LazyOp):
 class Accumulation(LazyOp):
     """The sum of a variable's gradient parts, in arrival order (``(a + b) + c``, as eager
     backward adds them); a part that a batch summed into another part is None and skipped.
-    Plain array adds: it runs no kernel and is never batched."""
+    Plain array adds, no kernel; Accumulations of the same ``kind`` (number of parts, shape,
+    dtype, array module ``xp``) batch: each part concatenated over the batch, then the same
+    adds (``tape.batching``)."""
 
-    __slots__ = ("shapes",)
+    __slots__ = ("shapes", "kind")
 
-    def __init__(self, parts: list, shape: tuple):
+    def __init__(self, parts: list, shape: tuple, dtype: int, xp):
         super().__init__(None, {"X": parts}, None)
         self.shapes = {(0, -1): shape}
+        self.kind = ("accumulation", len(parts), shape, dtype, xp) if shape else None
 
     def run(self) -> None:
         total = None
@@ -90,7 +93,7 @@ def _run(ops: list, loss) -> None:
     if not leaves:
         return
     order = list(leaves)
-    values = compute([_gradient(grads, d) for d in order])
+    values = compute([_gradient(grads, d, xp) for d in order])
     for d, g in zip(order, values):
         if g is None:
             continue
@@ -112,12 +115,12 @@ def _pending(entry):
     return ref
 
 
-def _gradient(grads: dict, d):
+def _gradient(grads: dict, d, xp):
     """Variable ``d``'s gradient as one argument: its only part, or their Accumulation."""
     parts = grads[d]
     if len(parts) == 1:
         return parts[0]
-    ref = (Accumulation(parts, d.shape), 0, -1)
+    ref = (Accumulation(parts, d.shape, d.dtype, xp), 0, -1)
     grads[d] = [ref]
     return ref
 
@@ -125,7 +128,7 @@ def _gradient(grads: dict, d):
 def _out_gradient(grads: dict, d, xp):
     """The gradient of forward output ``d``, zeros if none arrived."""
     if d in grads:
-        return _gradient(grads, d)
+        return _gradient(grads, d, xp)
     return xp.zeros(d.shape, dtypes.to_numpy(d.dtype))
 
 
@@ -209,6 +212,6 @@ def _argument_expression(kind: int, fslot: str, i: int) -> str:
         return f"_out_gradient(grads, _desc(outs[{fslot!r}][{i}]), xp)"
     if kind == OPT_OUT_GRAD or kind == IN_GRAD:
         d = f"_desc({'outs' if kind == OPT_OUT_GRAD else 'ins'}[{fslot!r}][{i}])"
-        return f"(_gradient(grads, {d}) if {d} in grads else None)"
+        return f"(_gradient(grads, {d}, xp) if {d} in grads else None)"
     d = f"_desc({'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}])"
     return f"ShapeOnly({d}.shape, {d}.dtype)"
