@@ -33,9 +33,10 @@ CAT, SHARED, SUM = "cat", "shared", "sum"
 
 
 def run_ops(needed: list) -> None:
-    """Run the pending ops of ``needed`` (``pending.prune``'s answer, in record order):
-    batched by signature when FLAGS_lazy_batching is on, else one by one in record order."""
+    """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
+    when FLAGS_lazy_batching is on, else one by one in record order."""
     if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
+        needed.sort(key=_record_order)
         for op in needed:
             op.users = None
             run_one(op)
@@ -100,9 +101,10 @@ class Agenda:
                 sig = plan
             op.sig = sig
             left[sig] = left.get(sig, 0) + 1
-        for op in needed:
-            if not op.waiting:
-                self._enqueue(op)
+        first = [op for op in needed if not op.waiting]
+        first.sort(key=_record_order)      # (as if the ops became ready in record order)
+        for op in first:
+            self._enqueue(op)
 
     def _enqueue(self, op) -> None:
         sig = op.sig

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import operator
 
 from . import flags as _flags
 from .backward import shape_only
@@ -191,8 +190,8 @@ def collector_paused():
 
 
 def prune(ops) -> list:
-    """The pending ops among ``ops`` and everything they depend on that has not run, in
-    record order: seed 000's prune walk (keep an op that is a target or produces what a kept
+    """The pending ops among ``ops`` and everything they depend on that has not run (in no
+    particular order: ``tape.batching`` orders them): seed 000's prune walk (keep an op that is a target or produces what a kept
     op reads) over the graph of refs, with a stack instead of recursion. The walk leaves on
     each kept op what the scheduler needs: ``waiting`` (how many of its arguments are outputs
     of kept ops) and ``users`` (the kept op of each such argument: an op read twice by one
@@ -232,12 +231,7 @@ def prune(ops) -> list:
                                 d.users = [op]
                                 stack.append(d)
         op.waiting = waiting
-    if len(needed) > 1:
-        needed.sort(key=_record_order)
     return needed
-
-
-_record_order = operator.attrgetter("order")
 
 
 class ShapeOnly:
