@@ -155,6 +155,12 @@ def _deferrer(p):
                 lines += [f"    e = {where}[{fslot!r}][{i}]",
                           "    v = e._value",
                           f"    args[{slot!r}] = _pending(e) if v is None else v"]
+            elif kind == OUT_GRAD:     # (``_out_gradient``, written out for its common case)
+                lines += [f"    e = outs[{fslot!r}][{i}]",
+                          "    d = e.desc if type(e) is Variable else e",
+                          "    parts = grads.get(d)",
+                          f"    args[{slot!r}] = parts[0] if parts is not None and "
+                          "len(parts) == 1 else _out_gradient(grads, d, xp)"]
             else:
                 lines.append(f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}")
     lines += ["    op = GradLazyOp(p.plan, args, None)",
