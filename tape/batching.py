@@ -228,8 +228,13 @@ def run_batch(ops: list, rule) -> None:
                                 for i, g in enumerate(given)]
         else:
             arrays[slot] = _column(ops, slot, concatenate, -1)
-    result = tuple(invoke(first.plan, arrays, first.wants, None))
-    batch = (n, sums)
+    _hand_out(ops, tuple(invoke(first.plan, arrays, first.wants, None)), sums)
+
+
+def _hand_out(ops: list, result: tuple, sums: tuple) -> None:
+    """Give each op of a batch the batch's whole ``result`` and its row in it; it drops its
+    inputs."""
+    batch = (len(ops), sums)
     row = 0
     for op in ops:
         op.results = result
@@ -252,15 +257,7 @@ def run_accumulations(ops: list) -> None:
                 op.run()
             return
         total = column if total is None else total + column
-    result = (total,)
-    batch = (len(ops), ())
-    row = 0
-    for op in ops:
-        op.results = result
-        op.batch = batch
-        op.row = row
-        op.args = None
-        row += 1
+    _hand_out(ops, (total,), ())
 
 
 def _gathered(ops: list, slot: str, concatenate, index: int = -1):

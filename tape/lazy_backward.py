@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 
 from . import dtypes
-from .backward import _counts, prepare
+from .backward import _counts, gradient_target_lines, prepare
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -178,13 +178,7 @@ def _deferrer(p):
                 lines.append(f"    temps[{fslot!r}] = (op, {n}, {index})")
                 where.append("('temp', next(temp_ids))")
                 continue
-            lines += [f"    e = ins[{fslot!r}][{i}]",
-                      "    if type(e) is Variable:",
-                      "        d = e.desc",
-                      "        if e._tape == 0:",
-                      "            leaves[d] = e",
-                      "    else:",
-                      "        d = e",
+            lines += [*gradient_target_lines(fslot, i, "    "),
                       f"    shapes[({n}, {index})] = d.shape",
                       "    parts = grads.get(d)",
                       "    if parts is None:",

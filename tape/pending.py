@@ -191,8 +191,9 @@ def collector_paused():
 
 def prune(ops) -> list:
     """The pending ops among ``ops`` and everything they depend on that has not run (in no
-    particular order: ``tape.batching`` orders them): seed 000's prune walk (keep an op that is a target or produces what a kept
-    op reads) over the graph of refs, with a stack instead of recursion. The walk leaves on
+    particular order: ``tape.batching`` orders them): seed 000's prune walk (keep an op that
+    is a target or produces what a kept op reads) over the graph of refs, with a stack
+    instead of recursion. The walk leaves on
     each kept op what the scheduler needs: ``waiting`` (how many of its arguments are outputs
     of kept ops) and ``users`` (the kept op of each such argument: an op read twice by one
     user lists it twice, and is counted twice in its ``waiting``)."""
@@ -208,28 +209,23 @@ def prune(ops) -> list:
         waiting = 0
         for a in op.args.values():
             t = type(a)
-            if t is tuple:
-                d = a[0]
-                if d.results is None:
-                    waiting += 1
-                    if d in seen:
-                        d.users.append(op)
-                    else:
-                        seen.add(d)
-                        d.users = [op]
-                        stack.append(d)
-            elif t is list:
-                for r in a:
-                    if type(r) is tuple:
-                        d = r[0]
-                        if d.results is None:
-                            waiting += 1
-                            if d in seen:
-                                d.users.append(op)
-                            else:
-                                seen.add(d)
-                                d.users = [op]
-                                stack.append(d)
+            if t is list:
+                refs = a
+            elif t is tuple:
+                refs = (a,)
+            else:
+                continue
+            for r in refs:
+                if type(r) is tuple:
+                    d = r[0]
+                    if d.results is None:
+                        waiting += 1
+                        if d in seen:
+                            d.users.append(op)
+                        else:
+                            seen.add(d)
+                            d.users = [op]
+                            stack.append(d)
         op.waiting = waiting
     return needed
 
