@@ -49,6 +49,7 @@ class LazyOp:
         self.args = args
         self.results = None
         self.batch = None
+        self.users = None
         self.order = next(_order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
 
@@ -170,7 +171,12 @@ def compute(refs: list) -> list:
         needed = prune(ref[0] for ref in refs)
         if needed:
             from .batching import run_ops
-            run_ops(needed)
+            try:
+                run_ops(needed)
+            except BaseException:
+                for op in needed:   # (unmarked for the next walk: ``users`` marks the walk's)
+                    op.users = None
+                raise
     return [read(ref) for ref in refs]
 
 
@@ -193,14 +199,14 @@ def prune(ops) -> list:
     """The pending ops among ``ops`` and everything they depend on that has not run (in no
     particular order: ``tape.batching`` orders them): seed 000's prune walk (keep an op that
     is a target or produces what a kept op reads) over the graph of refs, with a stack
-    instead of recursion. The walk leaves on
-    each kept op what the scheduler needs: ``waiting`` (how many of its arguments are outputs
-    of kept ops) and ``users`` (the kept op of each such argument: an op read twice by one
-    user lists it twice, and is counted twice in its ``waiting``)."""
-    needed, stack, seen = [], [], set()
+    instead of recursion. The walk leaves on each kept op what the scheduler needs:
+    ``waiting`` (how many of its arguments are outputs of kept ops) and ``users`` (the kept
+    op of each such argument: an op read twice by one user lists it twice, and is counted
+    twice in its ``waiting``); ``users`` is None on every op outside a walk and its
+    execution, so it also marks the ops this walk has reached."""
+    needed, stack = [], []
     for op in ops:
-        if op.results is None and op not in seen:
-            seen.add(op)
+        if op.results is None and op.users is None:
             op.users = []
             stack.append(op)
     while stack:
@@ -220,12 +226,12 @@ def prune(ops) -> list:
                     d = r[0]
                     if d.results is None:
                         waiting += 1
-                        if d in seen:
-                            d.users.append(op)
-                        else:
-                            seen.add(d)
+                        users = d.users
+                        if users is None:
                             d.users = [op]
                             stack.append(d)
+                        else:
+                            users.append(op)
         op.waiting = waiting
     return needed
 
