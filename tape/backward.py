@@ -80,13 +80,7 @@ def _write_out(p: _Prepared):
             if kind == TEMP:
                 lines.append(f"        temps[{fslot!r}] = g")
                 continue
-            lines += [f"        e = ins[{fslot!r}][{i}]",
-                      "        if type(e) is Variable:",
-                      "            d = e.desc",
-                      "            if e._tape == 0:",
-                      "                leaves[d] = e",
-                      "        else:",
-                      "            d = e",
+            lines += [*gradient_target_lines(fslot, i, "        "),
                       "        old = grads.get(d)",
                       "        if old is None:",
                       "            grads[d] = g",
@@ -102,6 +96,18 @@ def _write_out(p: _Prepared):
                  "_shape_of": _shape_of}
     exec(compile("\n".join(lines), f"<backward of {p.plan.info.type}>", "exec"), namespace)
     return namespace["run"]
+
+
+def gradient_target_lines(fslot: str, i: int, indent: str) -> list:
+    """Written-out lines that bind ``d``, the VarDesc of forward input ``fslot[i]`` of handle
+    inputs ``ins`` (whose gradient a step writes), and note a leaf Variable in ``leaves``."""
+    return [indent + line for line in (f"e = ins[{fslot!r}][{i}]",
+                                       "if type(e) is Variable:",
+                                       "    d = e.desc",
+                                       "    if e._tape == 0:",
+                                       "        leaves[d] = e",
+                                       "else:",
+                                       "    d = e")]
 
 
 def _value_expression(kind: int, fslot: str, i: int) -> str:

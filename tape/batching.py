@@ -1,14 +1,12 @@
 """Running the pending ops a lazy value needs, with on-the-fly batching (DyNet's autobatching).
 
 Ready ops of one *signature* run as one kernel call: their batched inputs are concatenated along
-axis 0, the kernel runs once, and each output is cut back into the ops' parts. The signature
-is the op's CallPlan (op type, attributes, input shapes, dtypes, place, which inputs want
-gradients) plus the identity of its *shared* inputs: a weight every op of the batch reads is
-passed once, never copied. Which inputs an op type concatenates and which it shares is its
-*batch rule* (``_RULES``): an op is batched only where row ``i`` of every output depends on row
-``i`` of the concatenated inputs alone, so cutting the result gives each op what it would have
-computed alone. An op without a rule (random ops, optimizer updates, reductions over axis 0)
-runs on its own.
+axis 0, the kernel runs once, and the ops share its outputs, each reading its own rows. The
+signature is the op's CallPlan (op type, attributes, input shapes, dtypes, place, which inputs
+want gradients) plus the identity of its *shared* inputs: a weight every op of the batch reads
+is passed once, never copied. Which inputs an op type concatenates and which it shares is its
+*batch rule* (``tape.batch_rules``). An op without a rule (random ops, optimizer updates,
+reductions over axis 0) runs on its own.
 
 Batching is on unless ``FLAGS_lazy_batching`` is off. Where it changes arithmetic: matrix
 products (``mul``, ``matmul_v2``) of a batch are one BLAS call over all rows, which may block
@@ -18,26 +16,21 @@ element as they would alone.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+import operator
 
 from . import flags as _flags
-from .desc import GRAD_SUFFIX
+from .batch_rules import SHARED, rule_cache, rule_of
 from .dispatch import invoke
-from .pending import ShapeOnly, arrays_of
-
-# How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
-# and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
-# is the sum of every op's part, given to the first op (the others' parts read as None; they
-# all go to the same variable, where gradient parts are summed anyway).
-CAT, SHARED, SUM = "cat", "shared", "sum"
+from .pending import ShapeOnly, arrays_of, read
 
 
 def run_ops(needed: list) -> None:
-    """Run the pending ops of ``needed``, ``[(op, the ops it waits for)]`` in record order
-    (``pending.prune``'s answer): batched by signature when FLAGS_lazy_batching is on, else
-    one by one in record order."""
+    """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
+    when FLAGS_lazy_batching is on, else one by one in record order."""
     if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
-        for op, _ in needed:
+        needed.sort(key=_record_order)
+        for op in needed:
+            op.users = None
             run_one(op)
         return
     Agenda(needed).run()
@@ -69,33 +62,52 @@ class Agenda:
     An op no other op can join (no batch rule, or the last of its signature) runs as soon as
     it is ready: it cannot batch, and running it can only make more ops ready. Ties go to the
     group whose first op was recorded first, so a run is deterministic.
+
+    The work per op is a signature (a dict lookup of its plan's batch rule, plus the identity
+    of its shared inputs where the rule has some), a count, and, once it ran, a countdown of
+    its users; everything that does not change from op to op of a plan (the rule, which
+    inputs are shared, how each is passed) is decided once per plan (``batch_rules.rule_of``).
     """
 
     def __init__(self, needed: list):
-        # Per op, set here and read by ``run``: ``sig``, ``waiting`` (how many ops it reads
-        # have not run) and ``users`` (the ops that read it).
-        self.left = defaultdict(int)        # signature -> its ops not run yet
+        # ``needed`` carries ``waiting`` and ``users`` (``pending.prune``); ``sig`` is set here
+        self.left = left = {}               # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.alone = []                     # ready ops nothing can join
-        for op, _ in needed:
-            op.users = []
-        left = self.left
-        for op, deps in needed:
-            sig = op.sig = signature(op)
-            left[sig] += 1
-            op.waiting = len(deps)
-            for d in deps:
-                d.users.append(op)
-        for op, deps in needed:
-            if not deps:
-                self._enqueue(op)
+        rules = rule_cache
+        for op in needed:
+            plan = op.plan
+            if plan is None:    # an Accumulation
+                sig = op.kind or op
+                op.sig = sig
+                left[sig] = left.get(sig, 0) + 1
+                continue
+            rule = rules.get(plan, _UNKNOWN)
+            if rule is _UNKNOWN:
+                rule = rule_of(op)
+            if rule is None:
+                sig = op
+            elif rule[2]:
+                sig = _shared_signature(op, rule)
+            else:
+                sig = plan
+            op.sig = sig
+            left[sig] = left.get(sig, 0) + 1
+        first = [op for op in needed if not op.waiting]
+        first.sort(key=_record_order)      # (as if the ops became ready in record order)
+        for op in first:
+            self._enqueue(op)
 
     def _enqueue(self, op) -> None:
         sig = op.sig
         if self.left[sig] == 1:
             self.alone.append(op)
         else:
-            self.ready.setdefault(sig, []).append(op)
+            group = self.ready.get(sig)
+            if group is None:
+                self.ready[sig] = [op]
+            else:
+                group.append(op)
 
     def run(self) -> None:
         alone, ready, left = self.alone, self.ready, self.left
@@ -110,42 +122,60 @@ class Agenda:
                     run_one(group[0])
                 else:
                     group.sort(key=_record_order)
-                    run_batch(group, _rule(group[0]))
+                    if group[0].plan is None:
+                        run_accumulations(group)
+                    else:
+                        run_batch(group, rule_of(group[0]))
             left[group[0].sig] -= len(group)
-            for op in group:
+            for op in group:     # (``_enqueue``, written out: this runs once per edge)
                 for user in op.users:
-                    user.waiting -= 1
-                    if not user.waiting:
-                        self._enqueue(user)
+                    waiting = user.waiting - 1
+                    user.waiting = waiting
+                    if not waiting:
+                        sig = user.sig
+                        if left[sig] == 1:
+                            alone.append(user)
+                        else:
+                            same = ready.get(sig)
+                            if same is None:
+                                ready[sig] = [user]
+                            else:
+                                same.append(user)
                 op.users = None
 
     def choose(self):
         """The signature to run next (see the class docstring)."""
         best, best_key = None, None
+        left = self.left
         for sig, group in self.ready.items():
             n = len(group)
-            lone_and_waiting = n == 1 and self.left[sig] > 1
-            key = (0 if lone_and_waiting else n, -group[0].order)
+            key = (0 if n == 1 and left[sig] > 1 else n, -group[0].order)
             if best_key is None or key > best_key:
                 best, best_key = sig, key
         return best
 
 
-def _record_order(op) -> int:
-    return op.order
+_UNKNOWN = object()
+_record_order = operator.attrgetter("order")
 
 
 def signature(op):
     """What ops batched together must share: the plan and the identity of the shared inputs;
     an op without a batch rule gets a signature of its own."""
-    rule = _rule(op) if op.plan is not None else None
+    rule = rule_of(op) if op.plan is not None else None
     if rule is None:
         return op
-    ins, sums = rule
-    shared = tuple(_identity(op.args[slot]) for slot, how in ins.items() if how == SHARED)
+    return _shared_signature(op, rule) if rule[2] else op.plan
+
+
+def _shared_signature(op, rule) -> tuple:
+    _, sums, shared = rule
+    args = op.args
+    sig = (op.plan, *[_identity(args[slot]) for slot in shared])
     if sums:    # a summed output's parts must all go to one variable
-        shared += tuple(op.dests[n] for n in sums)
-    return (op.plan, shared)
+        dests = op.dests
+        sig += tuple(dests[n] for n in sums)
+    return sig
 
 
 def _identity(a):
@@ -163,183 +193,132 @@ def _identity(a):
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
-    ins, sums = rule
+    ins, sums, _ = rule
     first = ops[0]
-    xp = first.plan.place.array_module()
-    per_op = [arrays_of(op) for op in ops]
-    arrays = {}
-    for slot, a in per_op[0].items():
-        how = ins.get(slot)
-        given = first.args[slot]
-        if a is None or how == SHARED:
-            arrays[slot] = a
-        elif type(given) is ShapeOnly:
-            arrays[slot] = given.stacked(len(ops)).array()
-        elif type(a) is list:
-            arrays[slot] = [g.stacked(len(ops)).array() if type(g) is ShapeOnly
-                            else xp.concatenate([p[slot][i] for p in per_op])
-                            for i, g in enumerate(given)]
-        else:
-            arrays[slot] = xp.concatenate([p[slot] for p in per_op])
-    result = invoke(first.plan, arrays, first.wants, None)
     n = len(ops)
-    parts = [[] for _ in ops]
-    for k, value in enumerate(result):
-        if value is None:
-            cut = [None] * n
-        elif k in sums:
-            none = [None] * len(value) if type(value) is list else None
-            cut = [value] + [none] * (n - 1)
-        elif type(value) is list:
-            cut = [list(c) for c in zip(*(_cut(v, n) for v in value))]
+    concatenate = first.plan.place.array_module().concatenate
+    arrays = {}
+    for slot, given in first.args.items():
+        t = type(given)
+        if given is None:
+            arrays[slot] = None
+        elif ins.get(slot) == SHARED:
+            arrays[slot] = arrays_of(first)[slot] if t is list else \
+                read(given) if t is tuple else given.array() if t is ShapeOnly else given
+        elif t is ShapeOnly:
+            arrays[slot] = given.stacked(n).array()
+        elif t is list:
+            count = len(given)
+            if all(len(op.args[slot]) == count for op in ops):
+                arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
+                                else _column(ops, slot, concatenate, i)
+                                for i, g in enumerate(given)]
+            else:   # (parts a batch summed elsewhere read as None and are left out)
+                per_op = [arrays_of(op)[slot] for op in ops]
+                arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
+                                else concatenate([p[i] for p in per_op])
+                                for i, g in enumerate(given)]
         else:
-            cut = _cut(value, n)
-        for part, piece in zip(parts, cut):
-            part.append(piece)
-    for op, part in zip(ops, parts):
-        op.results = tuple(part)
+            arrays[slot] = _column(ops, slot, concatenate, -1)
+    _hand_out(ops, tuple(invoke(first.plan, arrays, first.wants, None)), sums)
+
+
+def _hand_out(ops: list, result: tuple, sums: tuple) -> None:
+    """Give each op of a batch the batch's whole ``result`` and its row in it; it drops its
+    inputs."""
+    batch = (len(ops), sums)
+    row = 0
+    for op in ops:
+        op.results = result
+        op.batch = batch
+        op.row = row
         op.args = None
+        row += 1
 
 
-def _cut(array, n: int) -> list:
-    """``array`` cut along axis 0 into ``n`` equal parts (views)."""
-    rows = array.shape[0] // n
-    return [array[i * rows:(i + 1) * rows] for i in range(n)]
+def run_accumulations(ops: list) -> None:
+    """Run gradient Accumulations of one kind as a batch: part ``i`` of every op concatenated,
+    the concatenations added in order (each element summed as the op alone sums it); one by
+    one where a part is None (summed into another by a batch)."""
+    concatenate = ops[0].kind[-1].concatenate
+    total = None
+    for i in range(len(ops[0].args["X"])):
+        column = _gathered(ops, "X", concatenate, i)
+        if column is None:
+            for op in ops:
+                op.run()
+            return
+        total = column if total is None else total + column
+    _hand_out(ops, (total,), ())
 
 
-# ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
-# ``{input slot: CAT or SHARED}``, or None where the op cannot be batched ----
-
-def _all_cat(plan, shapes):
-    """Every input concatenated (ops computing each element from the same element of every
-    input), if each has an axis 0."""
-    if all(len(s) >= 1 for ss in shapes.values() for s in ss):
-        return {slot: CAT for slot in shapes}
-    return None
-
-
-def _elementwise_binary(plan, shapes):
-    (x,), (y,) = shapes["X"], shapes["Y"]
-    if x == y and len(x) >= 1:
-        return {"X": CAT, "Y": CAT}
-    axis = plan.attrs.get("axis", -1)
-    start = len(x) - len(y) if axis == -1 else axis
-    if start > 0 and len(x) >= 1:           # Y (a bias) broadcasts over X's axis 0: shared
-        return {"X": CAT, "Y": SHARED}
-    return None
-
-
-def _mul(plan, shapes):
-    if plan.attrs["x_num_col_dims"] >= 1:
-        return {"X": CAT, "Y": SHARED}
-    return None
-
-
-def _matmul(plan, shapes):
-    (x,), (y,) = shapes["X"], shapes["Y"]
-    if len(x) >= 2 and len(y) == 2 and not plan.attrs["trans_x"]:
-        return {"X": CAT, "Y": SHARED}
-    return None
-
-
-def _off_axis_0(axis: int, rank: int) -> bool:
-    return rank >= 1 and axis % rank != 0
+def _gathered(ops: list, slot: str, concatenate, index: int = -1):
+    """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
+    ``ops``, concatenated along axis 0 (None if one of them is None). Where
+    successive ops read the same output of ops of one earlier batch, their rows are taken
+    from that batch's whole output at once, and nothing is concatenated when one such run
+    covers all of it: the output itself (in row order), a slice, or one fancy index."""
+    pieces = []
+    rows = whole = k = j = size = None
+    for op in ops:
+        a = op.args[slot] if index < 0 else op.args[slot][index]
+        if type(a) is tuple:
+            d = a[0]
+            if d.results is whole and a[1] == k and a[2] == j:
+                rows.append(d.row)
+                continue
+            if rows is not None:
+                pieces.append(_rows_of(whole, k, j, size, rows))
+            batch = d.batch
+            if batch is not None and a[1] not in batch[1]:
+                whole, k, j, size, rows = d.results, a[1], a[2], batch[0], [d.row]
+                continue
+            rows = whole = None
+            value = read(a)
+            if value is None:       # (a part a batch summed into another op's part)
+                return None
+            pieces.append(value)
+        else:
+            if rows is not None:
+                pieces.append(_rows_of(whole, k, j, size, rows))
+                rows = whole = None
+            pieces.append(a)
+    if rows is not None:
+        pieces.append(_rows_of(whole, k, j, size, rows))
+    return pieces[0] if len(pieces) == 1 else concatenate(pieces)
 
 
-def _along_axis(plan, shapes):
-    """Ops that work along their ``axis`` attribute and nowhere else (concat, split, softmax,
-    softmax_with_cross_entropy and their grads): batched when that axis is not axis 0 and no
-    attribute comes as a tensor."""
-    rank = max(len(s) for ss in shapes.values() for s in ss)
-    if all("Tensor" not in slot for slot in shapes) and _off_axis_0(plan.attrs["axis"], rank):
-        return {slot: CAT for slot in shapes}
-    return None
+def _column(ops: list, slot: str, concatenate, index: int):
+    """``_gathered``, or where a part is None, the other parts concatenated."""
+    value = _gathered(ops, slot, concatenate, index)
+    return value if value is not None else _gathered_reads(ops, slot, concatenate, index)
 
 
-def _slice(plan, shapes):
-    (x,) = shapes["Input"]
-    if set(shapes) == {"Input"} and len(x) >= 1 and \
-            all(a % len(x) != 0 for a in plan.attrs["axes"]):
-        return {"Input": CAT}
-    return None
+def _gathered_reads(ops: list, slot: str, concatenate, index: int):
+    values = (read(a) if type(a) is tuple else a.array() if type(a) is ShapeOnly else a
+              for a in (op.args[slot] if index < 0 else op.args[slot][index] for op in ops))
+    return concatenate([v for v in values if v is not None])
 
 
-def _reduce(plan, shapes):
-    (x,) = shapes["X"]
-    dims = plan.attrs["dim"]
-    if plan.attrs["reduce_all"] or not dims or len(x) < 2 or any(d % len(x) == 0
-                                                                 for d in dims):
-        return None
-    return {"X": CAT}
+_in_order: dict = {}
 
 
-def _lookup(plan, shapes):
-    (ids,) = shapes["Ids"]
-    return {"W": SHARED, "Ids": CAT} if len(ids) >= 1 else None
-
-
-_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
-                "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow", "sum")
-_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
-           "elementwise_max", "elementwise_min", "elementwise_pow")
-
-_RULES = {
-    **{t: _all_cat for t in _ELEMENTWISE},
-    **{t: _elementwise_binary for t in _BINARY},
-    "mul": _mul,
-    "matmul_v2": _matmul,
-    **{t: _along_axis for t in ("concat", "split", "softmax", "log_softmax",
-                                "softmax_with_cross_entropy")},
-    "slice": _slice,
-    "reduce_sum": _reduce,
-    "reduce_mean": _reduce,
-    "reduce_max": _reduce,
-    "reduce_min": _reduce,
-    "lookup_table_v2": _lookup,
-}
-
-_rule_cache: dict = {}
-
-
-def _rule(op):
-    """``(input modes, summed output slot indices)`` for batches of ``op``'s plan, or None:
-    decided once per plan (which fixes the inputs' shapes). A grad op ``<t>_grad`` follows
-    ``<t>``'s rule: the forward slots it reads are passed as ``<t>`` passes them, output
-    gradients are concatenated, and the gradient of a shared input is summed."""
-    plan = op.plan
-    try:
-        return _rule_cache[plan]
-    except KeyError:
-        pass
-    info = plan.info
-    shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
-              for slot, a in op.args.items() if a is not None}
-    rule = None
-    if not any(s is None for ss in shapes.values() for s in ss):
-        make = _RULES.get(info.type)
-        forward = _RULES.get(info.type[:-len("_grad")]) if info.type.endswith("_grad") else None
-        if make is not None:
-            ins = make(plan, shapes)
-            rule = None if ins is None else (ins, ())
-        elif forward is not None:
-            ins = forward(plan, {s: v for s, v in shapes.items() if "@" not in s})
-            if ins is not None:
-                ins = {**ins, **{s: CAT for s in shapes if "@" in s}}
-                sums = tuple(n for n, name in enumerate(info.output_names)
-                             if ins.get(name[:-len(GRAD_SUFFIX)]) == SHARED)
-                rule = (ins, sums)
-    if len(_rule_cache) >= 4096:
-        _rule_cache.clear()
-    _rule_cache[plan] = rule
-    return rule
-
-
-def _shape(a):
-    """The shape of a LazyOp's argument: an array's, or the shape rule's answer for the op
-    output it refers to (None where no rule answered: a temporary between grad ops)."""
-    if type(a) is tuple:
-        op, n, j = a
-        if op.shapes is not None:
-            return op.shapes.get((n, j))
-        return op.plan.outputs[n][2][max(j, 0)][0]
-    return tuple(a.shape)
+def _rows_of(whole: tuple, k: int, j: int, size: int, rows: list):
+    """Rows ``rows`` (op places in its batch of ``size``) of a batch's output ``k`` (index
+    ``j`` of it if it is a list), in that order."""
+    value = whole[k] if j < 0 else whole[k][j]
+    in_order = _in_order.get(size)
+    if in_order is None:
+        in_order = _in_order[size] = list(range(size))
+    count = len(rows)
+    if count == size and rows == in_order:
+        return value
+    shape = value.shape
+    per_op = shape[0] // size
+    first = rows[0]
+    if rows == in_order[first:first + count]:
+        return value[first * per_op:(first + count) * per_op]
+    if per_op == 1:
+        return value[rows]
+    return value.reshape((size, per_op) + shape[1:])[rows].reshape(
+        (count * per_op,) + shape[1:])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 
 from . import dtypes
-from .backward import _counts, prepare
+from .backward import _counts, gradient_target_lines, prepare
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -37,13 +37,16 @@ class GradLazyOp(LazyOp):
 class Accumulation(LazyOp):
     """The sum of a variable's gradient parts, in arrival order (``(a + b) + c``, as eager
     backward adds them); a part that a batch summed into another part is None and skipped.
-    Plain array adds: it runs no kernel and is never batched."""
+    Plain array adds, no kernel; Accumulations of the same ``kind`` (number of parts, shape,
+    dtype, array module ``xp``) batch: each part concatenated over the batch, then the same
+    adds (``tape.batching``)."""
 
-    __slots__ = ("shapes",)
+    __slots__ = ("shapes", "kind")
 
-    def __init__(self, parts: list, shape: tuple):
+    def __init__(self, parts: list, shape: tuple, dtype: int, xp):
         super().__init__(None, {"X": parts}, None)
         self.shapes = {(0, -1): shape}
+        self.kind = ("accumulation", len(parts), shape, dtype, xp) if shape else None
 
     def run(self) -> None:
         total = None
@@ -69,13 +72,20 @@ def _run(ops: list, loss) -> None:
     grads = {d: [xp.ones(d.shape, dtypes.to_numpy(d.dtype))]}
     leaves = {}
     temps = {}
+    deferrers = _deferrers
     while ops:
         h = ops.pop()
         outs = [e.desc if type(e) is Variable else e for es in h.outputs.values() for e in es]
-        if not any(o in grads for o in outs):
+        for o in outs:
+            if o in grads:
+                break
+        else:
             continue
-        for p in prepare(h.plan, _counts(h)):
-            _defer_step(p, h, grads, temps, leaves, xp)
+        prepared = h.plan.backward
+        if prepared is None:
+            prepared = prepare(h.plan, _counts(h))
+        for p in prepared:
+            (deferrers.get(p) or _deferrer(p))(h, grads, temps, leaves, xp)
         temps.clear()
         for o in outs:
             grads.pop(o, None)
@@ -83,7 +93,7 @@ def _run(ops: list, loss) -> None:
     if not leaves:
         return
     order = list(leaves)
-    values = compute([_gradient(grads, d) for d in order])
+    values = compute([_gradient(grads, d, xp) for d in order])
     for d, g in zip(order, values):
         if g is None:
             continue
@@ -96,77 +106,112 @@ def _desc(entry):
     return entry.desc if type(entry) is Variable else entry
 
 
-def _value(entry):
-    """A kept forward value: its array, or the ref of the op it is pending on."""
-    value = entry._value
-    if value is not None:
-        return value
+def _pending(entry):
+    """A kept forward value that holds no array: the ref of the op it is pending on (its
+    value, if that op ran since)."""
     ref = getattr(entry, "_lazy", None)
     if ref is not None and ref[0].results is not None:
         return read(ref)
     return ref
 
 
-def _gradient(grads: dict, d):
+def _gradient(grads: dict, d, xp):
     """Variable ``d``'s gradient as one argument: its only part, or their Accumulation."""
     parts = grads[d]
     if len(parts) == 1:
         return parts[0]
-    ref = (Accumulation(parts, d.shape), 0, -1)
+    ref = (Accumulation(parts, d.shape, d.dtype, xp), 0, -1)
     grads[d] = [ref]
     return ref
 
 
-def _argument(kind: int, fslot: str, i: int, h, grads: dict, temps: dict, xp):
-    if kind == FWD_IN:
-        return _value(h.inputs[fslot][i])
-    if kind == FWD_OUT:
-        return _value(h.outputs[fslot][i])
-    if kind == TEMP:
-        return temps[fslot]
-    if kind == OUT_GRAD or kind == OPT_OUT_GRAD:
-        d = _desc(h.outputs[fslot][i])
-        if d in grads:
-            return _gradient(grads, d)
-        return None if kind == OPT_OUT_GRAD else xp.zeros(d.shape, dtypes.to_numpy(d.dtype))
-    if kind == IN_GRAD:
-        d = _desc(h.inputs[fslot][i])
-        return _gradient(grads, d) if d in grads else None
-    d = _desc((h.inputs if kind == META_IN else h.outputs)[fslot][i])
-    return ShapeOnly(d.shape, d.dtype)
+def _out_gradient(grads: dict, d, xp):
+    """The gradient of forward output ``d``, zeros if none arrived."""
+    if d in grads:
+        return _gradient(grads, d, xp)
+    return xp.zeros(d.shape, dtypes.to_numpy(d.dtype))
 
 
-def _defer_step(p, h, grads: dict, temps: dict, leaves: dict, xp) -> None:
-    """Record grad step ``p`` of handle ``h`` as a GradLazyOp and file its outputs as
-    gradient parts (or temporaries)."""
-    args = {}
+_deferrers: dict = {}
+
+
+def _deferrer(p):
+    """``defer(h, grads, temps, leaves, xp)`` for prepared grad step ``p`` (made once per
+    step): straight code that gathers the GradLazyOp's arguments from handle ``h`` (forward
+    values or refs, gradient refs, zeros, shapes), makes it, and files its outputs as gradient
+    parts (or temporaries), as eager backward's written-out step (``tape.backward``) does with
+    values."""
+    lines = ["def defer(h, grads, temps, leaves, xp):",
+             "    ins, outs = h.inputs, h.outputs",
+             "    args = {}"]
     for slot, duplicable, bound in p.ins:
         if duplicable:
-            values = (_argument(*ref, h, grads, temps, xp) for ref in bound)
-            args[slot] = [v for v in values if v is not None]
+            values = ", ".join(_argument_expression(*ref) for ref in bound)
+            lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
         elif bound:
-            args[slot] = _argument(*bound[0], h, grads, temps, xp)
-    op = GradLazyOp(p.plan, args, None)
-    op.wants = p.wants
-    op.shapes = {}
+            kind, fslot, i = bound[0]
+            if kind == FWD_IN or kind == FWD_OUT:
+                where = "ins" if kind == FWD_IN else "outs"
+                lines += [f"    e = {where}[{fslot!r}][{i}]",
+                          "    v = e._value",
+                          f"    args[{slot!r}] = _pending(e) if v is None else v"]
+            elif kind == OUT_GRAD:     # (``_out_gradient``, written out for its common case)
+                lines += [f"    e = outs[{fslot!r}][{i}]",
+                          "    d = e.desc if type(e) is Variable else e",
+                          "    parts = grads.get(d)",
+                          f"    args[{slot!r}] = parts[0] if parts is not None and "
+                          "len(parts) == 1 else _out_gradient(grads, d, xp)"]
+            else:
+                lines.append(f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}")
+    lines += ["    op = GradLazyOp(p.plan, args, None)",
+              "    op.wants = p.wants",
+              "    op.shapes = shapes = {}"]
     dests = []
     for n, (slot, duplicable, bound) in enumerate(p.outs):
         where = []
         for j, (kind, fslot, i, kept) in enumerate(bound):
             if not kept or slot not in p.wants:
-                where.append(None)
+                where.append("None")
                 continue
-            ref = (op, n, j if duplicable else -1)
+            index = j if duplicable else -1
             if kind == TEMP:
-                temps[fslot] = ref
-                where.append(("temp", next(_temp_ids)))
+                lines.append(f"    temps[{fslot!r}] = (op, {n}, {index})")
+                where.append("('temp', next(temp_ids))")
                 continue
-            e = h.inputs[fslot][i]
-            d = _desc(e)
-            if type(e) is Variable and e._tape == 0:
-                leaves[d] = e
-            op.shapes[(n, j if duplicable else -1)] = d.shape
-            grads.setdefault(d, []).append(ref)
-            where.append(id(d))
-        dests.append(tuple(where))
-    op.dests = tuple(dests)
+            lines += [*gradient_target_lines(fslot, i, "    "),
+                      f"    shapes[({n}, {index})] = d.shape",
+                      "    parts = grads.get(d)",
+                      "    if parts is None:",
+                      f"        grads[d] = [(op, {n}, {index})]",
+                      "    else:",
+                      f"        parts.append((op, {n}, {index}))",
+                      f"    d{n}_{j} = id(d)"]
+            where.append(f"d{n}_{j}")
+        dests.append(f"({', '.join(where)},)" if where else "()")
+    lines.append(f"    op.dests = ({', '.join(dests)},)" if dests else "    op.dests = ()")
+    namespace = {"p": p, "GradLazyOp": GradLazyOp, "Variable": Variable, "_pending": _pending,
+                 "_gradient": _gradient, "_out_gradient": _out_gradient, "_desc": _desc,
+                 "ShapeOnly": ShapeOnly, "temp_ids": _temp_ids}
+    exec(compile("\n".join(lines), f"<lazy backward of {p.plan.info.type}>", "exec"), namespace)
+    if len(_deferrers) >= 4096:
+        _deferrers.clear()
+    defer = _deferrers[p] = namespace["defer"]
+    return defer
+
+
+def _argument_expression(kind: int, fslot: str, i: int) -> str:
+    """What a written-out deferral evaluates for a grad-op input bound as ``(kind, fslot, i)``:
+    None for an optional gradient that never arrived."""
+    if kind == FWD_IN or kind == FWD_OUT:
+        where = "ins" if kind == FWD_IN else "outs"
+        return (f"({where}[{fslot!r}][{i}]._value if {where}[{fslot!r}][{i}]._value is not None "
+                f"else _pending({where}[{fslot!r}][{i}]))")
+    if kind == TEMP:
+        return f"temps[{fslot!r}]"
+    if kind == OUT_GRAD:
+        return f"_out_gradient(grads, _desc(outs[{fslot!r}][{i}]), xp)"
+    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
+        d = f"_desc({'outs' if kind == OPT_OUT_GRAD else 'ins'}[{fslot!r}][{i}])"
+        return f"(_gradient(grads, {d}, xp) if {d} in grads else None)"
+    d = f"_desc({'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}])"
+    return f"ShapeOnly({d}.shape, {d}.dtype)"

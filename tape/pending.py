@@ -32,10 +32,14 @@ _order = itertools.count()
 class LazyOp:
     """One recorded, not yet run op: its CallPlan, its inputs (arrays or refs) by slot, its
     place in record order, and, once run, ``results`` (one entry per output slot, as
-    ``dispatch.invoke`` returns them)."""
+    ``dispatch.invoke`` returns them). An op that ran in a batch of ``n`` shares the batch's
+    whole results; ``batch`` is then ``(n, summed output slots)`` and ``row`` its place in the
+    batch, and ``read`` cuts its part out when asked (most parts are never cut: a later batch
+    takes their rows from the whole at once, ``tape.batching``)."""
 
     # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it
-    __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users")
+    __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users",
+                 "batch", "row")
     wants = None        # the output slots to compute (None: all); a grad op names them
     shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
     dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
@@ -44,6 +48,8 @@ class LazyOp:
         self.plan = plan
         self.args = args
         self.results = None
+        self.batch = None
+        self.users = None
         self.order = next(_order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
 
@@ -134,7 +140,28 @@ def read(ref):
     """The value of ``ref``, whose op has run."""
     op, n, j = ref
     result = op.results[n]
+    if op.batch is not None:
+        return part_of(op, result, n, j)
     return result if j < 0 else result[j]
+
+
+def part_of(op, result, n: int, j: int):
+    """Op ``op``'s part of its batch's output slot ``n`` (``result``; index ``j`` of it if it
+    is a list): its rows along axis 0 (a view), or, for an output the batch summed, the whole
+    sum for the batch's first op and None for the others."""
+    if result is None:
+        return None
+    size, sums = op.batch
+    row = op.row
+    if n in sums:
+        if row:
+            return None
+        return result if j < 0 else result[j]
+    value = result if j < 0 else result[j]
+    if value is None:
+        return None
+    rows = value.shape[0] // size
+    return value[row * rows:(row + 1) * rows]
 
 
 def compute(refs: list) -> list:
@@ -144,7 +171,12 @@ def compute(refs: list) -> list:
         needed = prune(ref[0] for ref in refs)
         if needed:
             from .batching import run_ops
-            run_ops(needed)
+            try:
+                run_ops(needed)
+            except BaseException:
+                for op in needed:   # (unmarked for the next walk: ``users`` marks the walk's)
+                    op.users = None
+                raise
     return [read(ref) for ref in refs]
 
 
@@ -164,26 +196,44 @@ def collector_paused():
 
 
 def prune(ops) -> list:
-    """``[(op, its pending inputs' ops)]`` for the pending ops among ``ops`` and everything
-    they depend on that has not run, in record order: seed 000's prune walk (keep an op that is
-    a target or produces what a kept op reads) over the graph of refs, with a stack instead of
-    recursion."""
-    needed, seen = [], set()
-    stack = [op for op in ops if op.results is None]
+    """The pending ops among ``ops`` and everything they depend on that has not run (in no
+    particular order: ``tape.batching`` orders them): seed 000's prune walk (keep an op that
+    is a target or produces what a kept op reads) over the graph of refs, with a stack
+    instead of recursion. The walk leaves on each kept op what the scheduler needs:
+    ``waiting`` (how many of its arguments are outputs of kept ops) and ``users`` (the kept
+    op of each such argument: an op read twice by one user lists it twice, and is counted
+    twice in its ``waiting``); ``users`` is None on every op outside a walk and its
+    execution, so it also marks the ops this walk has reached."""
+    needed, stack = [], []
+    for op in ops:
+        if op.results is None and op.users is None:
+            op.users = []
+            stack.append(op)
     while stack:
         op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        deps = set(dependencies(op))    # (an op read twice is waited for once)
-        needed.append((op, deps))
-        stack.extend(deps)
-    needed.sort(key=_record_order)
+        needed.append(op)
+        waiting = 0
+        for a in op.args.values():
+            t = type(a)
+            if t is list:
+                refs = a
+            elif t is tuple:
+                refs = (a,)
+            else:
+                continue
+            for r in refs:
+                if type(r) is tuple:
+                    d = r[0]
+                    if d.results is None:
+                        waiting += 1
+                        users = d.users
+                        if users is None:
+                            d.users = [op]
+                            stack.append(d)
+                        else:
+                            users.append(op)
+        op.waiting = waiting
     return needed
-
-
-def _record_order(pair) -> int:
-    return pair[0].order
 
 
 class ShapeOnly:
@@ -220,14 +270,3 @@ def arrays_of(op) -> dict:
         else:
             arrays[slot] = a
     return arrays
-
-
-def dependencies(op) -> list:
-    """The ops ``op`` reads from that have not run."""
-    deps = []
-    for a in op.args.values():
-        if type(a) is list:
-            deps.extend(r[0] for r in a if type(r) is tuple and r[0].results is None)
-        elif type(a) is tuple and a[0].results is None:
-            deps.append(a[0])
-    return deps

@@ -1,0 +1,159 @@
+"""Batch rules of lazy execution's autobatching (``tape.batching``): per op type, which inputs a
+batch concatenates along axis 0 and which it passes once (shared), decided once per CallPlan.
+
+An op is batched only where row ``i`` of every output depends on row ``i`` of the concatenated
+inputs alone, so cutting the result gives each op what it would have computed alone. A grad
+op follows its forward op's rule; the gradient of a shared input is summed over the batch.
+"""
+from __future__ import annotations
+
+from .desc import GRAD_SUFFIX
+
+# How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
+# and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
+# is the sum of every op's part, given to the first op (the others' parts read as None; they
+# all go to the same variable, where gradient parts are summed anyway).
+CAT, SHARED, SUM = "cat", "shared", "sum"
+
+
+# ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
+# ``{input slot: CAT or SHARED}``, or None where the op cannot be batched ----
+
+def _all_cat(plan, shapes):
+    """Every input concatenated (ops computing each element from the same element of every
+    input), if each has an axis 0."""
+    if all(len(s) >= 1 for ss in shapes.values() for s in ss):
+        return {slot: CAT for slot in shapes}
+    return None
+
+
+def _elementwise_binary(plan, shapes):
+    (x,), (y,) = shapes["X"], shapes["Y"]
+    if x == y and len(x) >= 1:
+        return {"X": CAT, "Y": CAT}
+    axis = plan.attrs.get("axis", -1)
+    start = len(x) - len(y) if axis == -1 else axis
+    if start > 0 and len(x) >= 1:           # Y (a bias) broadcasts over X's axis 0: shared
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _mul(plan, shapes):
+    if plan.attrs["x_num_col_dims"] >= 1:
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _matmul(plan, shapes):
+    (x,), (y,) = shapes["X"], shapes["Y"]
+    if len(x) >= 2 and len(y) == 2 and not plan.attrs["trans_x"]:
+        return {"X": CAT, "Y": SHARED}
+    return None
+
+
+def _off_axis_0(axis: int, rank: int) -> bool:
+    return rank >= 1 and axis % rank != 0
+
+
+def _along_axis(plan, shapes):
+    """Ops that work along their ``axis`` attribute and nowhere else (concat, split, softmax,
+    softmax_with_cross_entropy and their grads): batched when that axis is not axis 0 and no
+    attribute comes as a tensor."""
+    rank = max(len(s) for ss in shapes.values() for s in ss)
+    if all("Tensor" not in slot for slot in shapes) and _off_axis_0(plan.attrs["axis"], rank):
+        return {slot: CAT for slot in shapes}
+    return None
+
+
+def _slice(plan, shapes):
+    (x,) = shapes["Input"]
+    if set(shapes) == {"Input"} and len(x) >= 1 and \
+            all(a % len(x) != 0 for a in plan.attrs["axes"]):
+        return {"Input": CAT}
+    return None
+
+
+def _reduce(plan, shapes):
+    (x,) = shapes["X"]
+    dims = plan.attrs["dim"]
+    if plan.attrs["reduce_all"] or not dims or len(x) < 2 or any(d % len(x) == 0
+                                                                 for d in dims):
+        return None
+    return {"X": CAT}
+
+
+def _lookup(plan, shapes):
+    (ids,) = shapes["Ids"]
+    return {"W": SHARED, "Ids": CAT} if len(ids) >= 1 else None
+
+
+_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
+                "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow", "sum")
+_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+           "elementwise_max", "elementwise_min", "elementwise_pow")
+
+_RULES = {
+    **{t: _all_cat for t in _ELEMENTWISE},
+    **{t: _elementwise_binary for t in _BINARY},
+    "mul": _mul,
+    "matmul_v2": _matmul,
+    **{t: _along_axis for t in ("concat", "split", "softmax", "log_softmax",
+                                "softmax_with_cross_entropy")},
+    "slice": _slice,
+    "reduce_sum": _reduce,
+    "reduce_mean": _reduce,
+    "reduce_max": _reduce,
+    "reduce_min": _reduce,
+    "lookup_table_v2": _lookup,
+}
+
+rule_cache: dict = {}
+
+
+def rule_of(op):
+    """``(input modes, summed output slot indices, shared input slots)`` for batches of
+    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). A grad op
+    ``<t>_grad`` follows ``<t>``'s rule: the forward slots it reads are passed as ``<t>``
+    passes them, output gradients are concatenated, and the gradient of a shared input is
+    summed."""
+    plan = op.plan
+    try:
+        return rule_cache[plan]
+    except KeyError:
+        pass
+    info = plan.info
+    shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
+              for slot, a in op.args.items() if a is not None}
+    rule = None
+    if not any(s is None for ss in shapes.values() for s in ss):
+        make = _RULES.get(info.type)
+        forward = _RULES.get(info.type[:-len("_grad")]) if info.type.endswith("_grad") else None
+        if make is not None:
+            ins = make(plan, shapes)
+            rule = None if ins is None else (ins, (), _shared_slots(ins))
+        elif forward is not None:
+            ins = forward(plan, {s: v for s, v in shapes.items() if "@" not in s})
+            if ins is not None:
+                ins = {**ins, **{s: CAT for s in shapes if "@" in s}}
+                sums = tuple(n for n, name in enumerate(info.output_names)
+                             if ins.get(name[:-len(GRAD_SUFFIX)]) == SHARED)
+                rule = (ins, sums, _shared_slots(ins))
+    if len(rule_cache) >= 4096:
+        rule_cache.clear()
+    rule_cache[plan] = rule
+    return rule
+
+
+def _shared_slots(ins: dict) -> tuple:
+    return tuple(slot for slot, how in ins.items() if how == SHARED)
+
+
+def _shape(a):
+    """The shape of a LazyOp's argument: an array's, or the shape rule's answer for the op
+    output it refers to (None where no rule answered: a temporary between grad ops)."""
+    if type(a) is tuple:
+        op, n, j = a
+        if op.shapes is not None:
+            return op.shapes.get((n, j))
+        return op.plan.outputs[n][2][max(j, 0)][0]
+    return tuple(a.shape)
