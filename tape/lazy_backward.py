@@ -145,10 +145,12 @@ def _deferrer(p):
              "    ins, outs = h.inputs, h.outputs",
              "    args = {}"]
     for slot, duplicable, bound in p.ins:
+        if not bound:       # an optional input the forward op was not given: left out
+            continue
         if duplicable:
             values = ", ".join(_argument_expression(*ref) for ref in bound)
             lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
-        elif bound:
+        else:
             kind, fslot, i = bound[0]
             if kind == FWD_IN or kind == FWD_OUT:
                 where = "ins" if kind == FWD_IN else "outs"
