@@ -24,7 +24,8 @@ def make_runner(info, env: dict, lazy: bool = False):
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
     ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
-    kernel call: its outputs are pending on the op (``tape.lazy``), computed when asked for.
+    kernel call: its outputs are pending on the op (``tape.lazy``), computed when asked for; an
+    op whose output shapes only its values tell (``CallPlan.shaped_by_values``) runs at once.
     An eager runner given a pending input computes it first (lazy and eager Variables mix).
     """
     lines = ["def run(tape, inputs, attrs, outputs):",
@@ -67,6 +68,8 @@ def make_runner(info, env: dict, lazy: bool = False):
         *stale,
         "    if plan is None:",
         "        plan = _infer_new(info, inputs, attrs, place, key)",
+        *(["    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
+           "        return eager_runner(info)(tape, inputs, attrs, outputs)"] if lazy else []),
         f"    arrays = {{{', '.join(arrays)}}}",
         *(["    result = pending_result(plan)"] if lazy else [
             "    if flags.checking and flags.flags['FLAGS_check_nan_inf']:",
@@ -99,7 +102,8 @@ def make_runner(info, env: dict, lazy: bool = False):
                      common_place=_common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
-        namespace.update(defer=env["defer"], pending_result=env["pending_result"])
+        namespace.update(defer=env["defer"], pending_result=env["pending_result"],
+                         eager_runner=env["eager_runner"])
     name = f"<{'lazy ' if lazy else ''}runner of {info.type}>"
     exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]

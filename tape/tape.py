@@ -239,6 +239,9 @@ def runner(info: OpInfo):
     return info.runner
 
 
+_RUNNER_ENV["eager_runner"] = runner
+
+
 def lazy_runner(info: OpInfo):
     """The lazy runner of op ``info`` (made on first use): what ``LazyTape.run`` calls."""
     run = _lazy_runners.get(info)

@@ -290,3 +290,27 @@ def test_the_nan_check_names_a_lazy_op_when_its_value_is_computed():
                 y.value()
     finally:
         tape.set_flags({"FLAGS_check_nan_inf": False})
+
+
+def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded():
+    """An LSTM cell's zero state is fill_constant over the input's run-time shape (shape +
+    ShapeTensorList), so its output shape is known only from values: a lazy tape runs that op
+    at once, and backward through the cell equals eager."""
+    cell = layers.LSTMCell(4, 8)
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+
+    def step():
+        tape.reset_global_tape()
+        h, c = cell(Variable(x))
+        (h * c).sum().backward()
+        grads = [p.grad.numpy().copy() for p in cell.params()]
+        for p in cell.params():
+            p.grad = None
+        return h.shape, grads
+
+    eager_shape, eager = step()
+    with tape.lazy():
+        lazy_shape, lazy = step()
+    assert lazy_shape == eager_shape == (3, 8)
+    for a, b in zip(eager, lazy):
+        np.testing.assert_array_equal(a, b)
