@@ -20,7 +20,8 @@ parameters, one tape per step.
 
     .venv/bin/python benchmarks/dynamic.py [--quick]
 
-PyTorch runs on one thread (these products are far too small for more), with its own layers
+PyTorch and numpy's BLAS run on one thread (these products are far too small for more);
+PyTorch uses its own layers
 (nn.LSTMCell, nn.Linear, nn.Embedding), from Tape's initial parameters and on the same data;
 one step's gradients are compared before timing.
 """
@@ -405,12 +406,26 @@ def run_workload(workload, tape, torch, options, notes) -> None:
     print_notes(checks + [load.note()])
 
 
+def one_blas_thread() -> None:
+    """numpy's BLAS on one thread too, as PyTorch here: a second thread on these small products
+    only contends for the other core (300x128 @ 128x320 took 2.7-7.7 ms on 2 threads of a busy
+    machine, 0.5-0.8 ms on 1)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        print("note: threadpoolctl is not installed; numpy's BLAS keeps its default threads "
+              "(set OPENBLAS_NUM_THREADS=1 for a like-for-like run)")
+        return
+    threadpool_limits(1)
+
+
 def main(argv=None):
     args = parse_args(__doc__.splitlines()[0], argv)
     options = timing_options(args.quick)
     torch = import_torch()
     if torch is not None:
         torch.set_num_threads(1)
+    one_blas_thread()
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
     print("## Dynamic training steps (DyNet style), float32, Tape (eager and lazy) beside "
