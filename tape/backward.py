@@ -57,17 +57,9 @@ def _write_out(p: _Prepared):
     written)."""
     lines = ["def run(h, grads, temps, leaves, summed):",
              "    ins, outs = h.inputs, h.outputs",
-             "    args = {}"]
-    for slot, duplicable, bound in p.ins:
-        if not bound:       # an optional input the forward op was not given: left out
-            continue
-        if duplicable:
-            values = ", ".join(_value_expression(*ref) for ref in bound)
-            lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
-        else:
-            lines.append(f"    args[{slot!r}] = {_value_expression(*bound[0])}")
-    lines.append("    result = invoke(p.plan, args, p.wants, "
-                 "_grad_names(p, h) if flags.checking else None)")
+             *argument_lines(p, _value_expression),
+             "    result = invoke(p.plan, args, p.wants, "
+             "_grad_names(p, h) if flags.checking else None)"]
     for n, (slot, duplicable, bound) in enumerate(p.outs):
         if slot not in p.wants:
             continue
@@ -96,6 +88,25 @@ def _write_out(p: _Prepared):
                  "_shape_of": _shape_of}
     exec(compile("\n".join(lines), f"<backward of {p.plan.info.type}>", "exec"), namespace)
     return namespace["run"]
+
+
+def argument_lines(p: _Prepared, expression, single=None) -> list:
+    """Written-out lines that bind ``args``, the grad op's inputs of prepared step ``p``:
+    ``expression(kind, fslot, i)`` is the code of one bound input, or ``single(slot, kind,
+    fslot, i)`` gives the lines of a slot that takes one. An optional input the forward op was
+    not given is left out."""
+    lines = ["    args = {}"]
+    for slot, duplicable, bound in p.ins:
+        if not bound:
+            continue
+        if duplicable:
+            values = ", ".join(expression(*ref) for ref in bound)
+            lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
+        elif single is not None:
+            lines += single(slot, *bound[0])
+        else:
+            lines.append(f"    args[{slot!r}] = {expression(*bound[0])}")
+    return lines
 
 
 def gradient_target_lines(fslot: str, i: int, indent: str) -> list:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 
 from . import dtypes
-from .backward import _counts, gradient_target_lines, prepare
+from .backward import _counts, argument_lines, gradient_target_lines, prepare
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -135,6 +135,23 @@ def _out_gradient(grads: dict, d, xp):
 _deferrers: dict = {}
 
 
+def _single_argument_lines(slot: str, kind: int, fslot: str, i: int) -> list:
+    """The lines binding ``args[slot]`` to one input: a forward value (computed if pending) or
+    an output gradient written out for their common cases, else ``_argument_expression``."""
+    if kind == FWD_IN or kind == FWD_OUT:
+        where = "ins" if kind == FWD_IN else "outs"
+        return [f"    e = {where}[{fslot!r}][{i}]",
+                "    v = e._value",
+                f"    args[{slot!r}] = _pending(e) if v is None else v"]
+    if kind == OUT_GRAD:     # (``_out_gradient``, written out for its common case)
+        return [f"    e = outs[{fslot!r}][{i}]",
+                "    d = e.desc if type(e) is Variable else e",
+                "    parts = grads.get(d)",
+                f"    args[{slot!r}] = parts[0] if parts is not None and "
+                "len(parts) == 1 else _out_gradient(grads, d, xp)"]
+    return [f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}"]
+
+
 def _deferrer(p):
     """``defer(h, grads, temps, leaves, xp)`` for prepared grad step ``p`` (made once per
     step): straight code that gathers the GradLazyOp's arguments from handle ``h`` (forward
@@ -143,28 +160,7 @@ def _deferrer(p):
     values."""
     lines = ["def defer(h, grads, temps, leaves, xp):",
              "    ins, outs = h.inputs, h.outputs",
-             "    args = {}"]
-    for slot, duplicable, bound in p.ins:
-        if not bound:       # an optional input the forward op was not given: left out
-            continue
-        if duplicable:
-            values = ", ".join(_argument_expression(*ref) for ref in bound)
-            lines.append(f"    args[{slot!r}] = [v for v in ({values},) if v is not None]")
-        else:
-            kind, fslot, i = bound[0]
-            if kind == FWD_IN or kind == FWD_OUT:
-                where = "ins" if kind == FWD_IN else "outs"
-                lines += [f"    e = {where}[{fslot!r}][{i}]",
-                          "    v = e._value",
-                          f"    args[{slot!r}] = _pending(e) if v is None else v"]
-            elif kind == OUT_GRAD:     # (``_out_gradient``, written out for its common case)
-                lines += [f"    e = outs[{fslot!r}][{i}]",
-                          "    d = e.desc if type(e) is Variable else e",
-                          "    parts = grads.get(d)",
-                          f"    args[{slot!r}] = parts[0] if parts is not None and "
-                          "len(parts) == 1 else _out_gradient(grads, d, xp)"]
-            else:
-                lines.append(f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}")
+             *argument_lines(p, _argument_expression, _single_argument_lines)]
     lines += ["    op = GradLazyOp(p.plan, args, None)",
               "    op.wants = p.wants",
               "    op.shapes = shapes = {}"]
