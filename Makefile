@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 $(AOT): $(STAMP) $(shell find kernels -name '*.py')
 	@# numba.pycc builds with setuptools, which venvs of Python >= 3.12 lack
 	@$(BIN)/python -c "import setuptools" 2>/dev/null || $(BIN)/python -m pip install --quiet setuptools
-	@if command -v cc >/dev/null; then $(BIN)/python -m tape.optim.warmup; \
+	@if command -v cc >/dev/null; then $(BIN)/python -m tape.optim.compile_kernels; \
 	else echo "note: no C compiler (cc): numba compiles every kernel on first use"; fi
 	@touch $@
 

@@ -4,8 +4,8 @@
 
 Import: ``import numpy`` alone; ``import torch`` and ``import tape`` as the time above an
 already imported numpy. Steps: the small MLP of mlp.py (batch 64, 784-256-256-10) in a new
-process. Tape's first step runs the kernels ``python -m tape.optim.warmup`` compiled ahead of
-time (``make`` builds them; kernels/aot.py), and compiles with numba, or loads from numba's
+process. Tape's first step runs the kernels ``python -m tape.optim.compile_kernels`` compiled
+ahead of time (``make`` builds them; kernels/aot.py), and compiles with numba, or loads from numba's
 on-disk cache, any kernel call they do not cover; "JIT only" rows turn them off (TAPE_AOT=0).
 Cold: NUMBA_CACHE_DIR is a new empty directory; warm: the directory a cold run filled.
 Each figure is the median over several processes.
@@ -129,8 +129,8 @@ def aot_note(runs: dict) -> str:
     during = any(r["numba_imported"] for label, results in runs.items()
                  if label.startswith(TAPE) and "JIT only" not in label for r in results)
     return (f"ahead-of-time kernels for these sources: {'built' if built else 'NOT built'} "
-            f"(python -m tape.optim.warmup); numba imported during Tape's steps with them: "
-            f"{'YES' if during else 'no'}")
+            f"(python -m tape.optim.compile_kernels); numba imported during Tape's steps with "
+            f"them: {'YES' if during else 'no'}")
 
 
 def main(argv=None):

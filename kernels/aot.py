@@ -5,14 +5,14 @@ small model's first step. ``aot_build.py`` runs a workload with every ``kernels.
 function recording the argument types it is called with, compiles exactly those signatures with
 ``numba.pycc`` into one extension module for this machine's CPU, checks that every variant
 gives the JIT's result bit for bit on the recorded arguments, and only then installs the
-module (``python -m tape.optim.warmup`` does all this). At run time ``variants`` hands ``njit``
-the compiled functions of a kernel, keyed by ``signature``: a call whose arguments match one
-exactly runs it; any other call goes to numba's JIT. A compiled function checks no types (a
-wrong dtype crashes the process), so only an exact match may reach it.
+module (``python -m tape.optim.compile_kernels`` does all this). At run time ``variants`` hands
+``njit`` the compiled functions of a kernel, keyed by ``signature``: a call whose arguments
+match one exactly runs it; any other call goes to numba's JIT. A compiled function checks no
+types (a wrong dtype crashes the process), so only an exact match may reach it.
 
 The module's name carries a hash of every source file of ``kernels/`` and of the numba,
 llvmlite, numpy and Python versions and the CPU: any change leaves the old module unused
-(``python -m tape.optim.warmup`` builds a new one). ``TAPE_AOT=0`` turns the modules off;
+(``python -m tape.optim.compile_kernels`` builds a new one). ``TAPE_AOT=0`` turns the modules off;
 ``TAPE_AOT_DIR`` puts them elsewhere than ``kernels/_aot``.
 """
 from __future__ import annotations
@@ -186,7 +186,7 @@ def _load(directory: str) -> dict:
     except (ValueError, ImportError, KeyError, TypeError, AttributeError) as e:
         warnings.warn(f"tape: the ahead-of-time kernels in {directory} did not load "
                       f"({type(e).__name__}: {e}); numba's JIT runs every kernel. "
-                      f"`python -m tape.optim.warmup` rebuilds them.", RuntimeWarning,
+                      f"`python -m tape.optim.compile_kernels` rebuilds them.", RuntimeWarning,
                       stacklevel=3)
         return {}
 

@@ -11,8 +11,8 @@ compiles it into the loop that calls it. numba's cache checks only the file a fu
 defined in, so the stamps of the formulas file and of this one are added to every cached loop's:
 editing a formula recompiles the loops instead of loading stale ones.
 
-Where ``python -m tape.optim.warmup`` built ahead-of-time variants (``kernels/aot.py``), a call
-whose argument types match one exactly runs it without importing numba; any other call runs
+Where ``python -m tape.optim.compile_kernels`` built ahead-of-time variants (``kernels/aot.py``),
+a call whose argument types match one exactly runs it without importing numba; any other call runs
 numba's.
 """
 import inspect

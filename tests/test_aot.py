@@ -2,8 +2,8 @@
 give numba's JIT results bit for bit, spare the first training step numba's import, and a
 module built for other sources is never loaded.
 
-The module is the one ``make test`` built (``python -m tape.optim.warmup``) when it fits the
-current sources; otherwise the fixture builds one into a temporary directory (about half a
+The module is the one ``make test`` built (``python -m tape.optim.compile_kernels``) when it fits
+the current sources; otherwise the fixture builds one into a temporary directory (about half a
 minute). Runs that may crash (a compiled function given a wrong type would) are subprocesses.
 """
 import json
@@ -29,7 +29,7 @@ def aot_dir(tmp_path_factory):
     if os.path.exists(aot.manifest_path(aot.DIRECTORY, aot.source_key())):
         return aot.DIRECTORY
     directory = str(tmp_path_factory.mktemp("aot"))
-    subprocess.run([sys.executable, "-m", "tape.optim.warmup"], check=True,
+    subprocess.run([sys.executable, "-m", "tape.optim.compile_kernels"], check=True,
                    env={**os.environ, "TAPE_AOT_DIR": directory}, capture_output=True)
     return directory
 
@@ -44,14 +44,14 @@ def run_child(code: str, directory: str, use_aot: bool = True) -> dict:
 
 TRAIN = """
     import hashlib, json, sys
-    from tape.optim import SGD, Adam, Momentum, warmup
+    from tape.optim import SGD, Adam, Momentum, compile_kernels
     from tape.kernels import aot
-    first = warmup.train_mlp(SGD(learning_rate=0.1), "float32", steps=1)
+    first = compile_kernels.train_mlp(SGD(learning_rate=0.1), "float32", steps=1)
     numba_after_first_step = "numba" in sys.modules
     digests = {}
     for dtype in ("float32", "float64"):
         for opt in (SGD(learning_rate=0.1), Momentum(learning_rate=0.1), Adam()):
-            params = warmup.train_mlp(opt, dtype, steps=3)
+            params = compile_kernels.train_mlp(opt, dtype, steps=3)
             digests[f"{type(opt).__name__} {dtype}"] = hashlib.sha256(
                 b"".join(p.numpy().tobytes() for p in params)).hexdigest()
     # softmax's row loops are compiled with fastmath reassoc (vectorised sums): at widths

@@ -1,4 +1,4 @@
-"""``python -m tape.optim.warmup``: compile ahead of time the kernels that training runs.
+"""``python -m tape.optim.compile_kernels``: compile ahead of time the kernels that training runs.
 
 The workload is a few training steps of the multilayer perceptron of DESIGN.md's loop (batch
 64, 784-256-256-10, ReLU, softmax cross-entropy) under each common optimizer (SGD, Momentum,
@@ -8,7 +8,7 @@ types, compiled for this machine and checked bit for bit against numba's JIT
 (``kernels/aot.py``). ``make test`` and ``make demo`` run this; run it again after upgrading
 numba (a module built for other sources or versions is never loaded).
 
-    python -m tape.optim.warmup [script.py ...]
+    python -m tape.optim.compile_kernels [script.py ...]
 
 Scripts named on the command line run too (as ``__main__``), so the kernels of your own
 models join the module. The module goes into the installed ``tape/kernels/_aot``, or into
@@ -68,12 +68,12 @@ def main(argv=None) -> int:
     try:
         aot_build.build(lambda: workload(scripts))
     except ImportError as e:    # numba.pycc needs setuptools (and a C compiler)
-        print(f"tape.optim.warmup: cannot compile ahead of time: {e} (pip install setuptools)",
-              file=sys.stderr)
+        print(f"tape.optim.compile_kernels: cannot compile ahead of time: {e} (pip install "
+              f"setuptools)", file=sys.stderr)
         return 1
     except PermissionError as e:
-        print(f"tape.optim.warmup: {e}; set TAPE_AOT_DIR to a writable directory, here and "
-              f"when training", file=sys.stderr)
+        print(f"tape.optim.compile_kernels: {e}; set TAPE_AOT_DIR to a writable directory, here "
+              f"and when training", file=sys.stderr)
         return 1
     return 0
 
