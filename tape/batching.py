@@ -21,12 +21,16 @@ import operator
 from . import flags as _flags
 from .batch_rules import SHARED, rule_cache, rule_of
 from .dispatch import invoke
+from .fusion import fuse_chains
 from .pending import ShapeOnly, arrays_of, read
 
 
 def run_ops(needed: list) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
-    when FLAGS_lazy_batching is on, else one by one in record order."""
+    when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
+    on, each chain ``tape.fusion`` finds among them runs as one loop."""
+    if len(needed) > 1 and _flags.flags["FLAGS_lazy_fusion"] and not _flags.checking:
+        needed = fuse_chains(needed)
     if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
         needed.sort(key=_record_order)
         for op in needed:

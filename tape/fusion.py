@@ -1,0 +1,239 @@
+"""Fusion: a chain of pending elementwise ops runs as one numba loop (``kernels/fused.py``).
+
+Before a lazy execution's scheduler runs (``tape.batching.run_ops``), maximal chains are found
+among the pending ops it is given: CPU ops of the types in ``_FORMULAS``, all of one output
+shape and floating dtype (binary ops with both inputs of that shape), each op's only output
+read by exactly one op — the next of the chain — and by nothing else. "Nothing else" is checked
+on the references themselves: a Variable that still holds an intermediate (the user's, or a
+backward handle's that keeps it for a gradient), a request for it, or a pending op outside this
+execution that reads it each hold a reference to its ref tuple or op, and any of them keeps the
+op out of a chain. A chain of two or more ops becomes one ``FusedChain`` in the scheduler's set;
+its last op gets the result, its intermediates are never stored.
+
+The loop rounds every step to the dtype, so ``+ - * /``, scale, relu, square and sqrt give
+numpy's results bit for bit; exp, log, tanh and sigmoid call libm's scalar functions where the
+unfused kernels call numpy's vectorised ones, and may differ in the last bit. Loops are
+compiled once per chain signature (the steps, their operand wiring, the dtype) and reused:
+attribute values (scale's factor and bias) are arguments, not part of the signature.
+
+On unless ``FLAGS_lazy_fusion`` is off; off while a per-kernel check (NaN/Inf, unused inputs)
+is on, since those name single ops.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import dtypes
+from .pending import LazyOp, read
+from .place import CPUPlace
+
+# op type -> (formula of kernels/formulas.py, input slots)
+_FORMULAS = {
+    "elementwise_add": ("add", ("X", "Y")),
+    "elementwise_sub": ("subtract", ("X", "Y")),
+    "elementwise_mul": ("multiply", ("X", "Y")),
+    "elementwise_div": ("divide", ("X", "Y")),
+    "scale": ("scaled", ("X",)),
+    "relu": ("relu", ("X",)),
+    "sigmoid": ("sigmoid", ("X",)),
+    "tanh": ("tanh", ("X",)),
+    "exp": ("exp", ("X",)),
+    "log": ("log", ("X",)),
+    "sqrt": ("sqrt", ("X",)),
+    "square": ("square", ("X",)),
+}
+_DTYPES = (dtypes.FP32, dtypes.FP64)
+
+
+class FusedChain(LazyOp):
+    """A chain of pending ops run as one loop: to the scheduler an op of its own (``plan`` None
+    and no ``kind``, like an Accumulation nothing batches with) reading the chain's outside
+    inputs; running it gives the chain's last op its result."""
+
+    __slots__ = ("kind", "chain", "steps", "scalars", "shape", "dtype")
+
+    def __init__(self, chain: list, inputs: list, steps: tuple, scalars: tuple, shape, dtype):
+        super().__init__(None, {"X": inputs}, None)
+        self.kind = None
+        self.order = chain[-1].order    # after all it reads, before all that reads its result
+        self.chain = chain
+        self.steps = steps
+        self.scalars = scalars
+        self.shape = shape
+        self.dtype = dtype
+
+    def run(self) -> None:
+        from .kernels import fused
+        dtype = self.dtype
+        inputs = [np.asarray(read(a) if type(a) is tuple else a, dtype).reshape(-1)
+                  for a in self.args["X"]]
+        out = np.empty(int(np.prod(self.shape)), dtype)
+        fused.run_chain(self.steps, dtype, inputs, out, self.scalars)
+        last = self.chain[-1]
+        last.results = (out.reshape(self.shape),)
+        for op in self.chain:
+            op.args = None
+            op.users = None
+        self.chain = None
+        self.args = None
+        self.results = ()
+
+
+def fuse_chains(needed: list) -> list:
+    """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each
+    fusable chain of two or more ops replaced by one FusedChain."""
+    kinds = {}      # fusable op -> (shape, dtype)
+    readers = {}    # fusable op -> id of the one op that alone holds its output
+    for op in needed:   # (``_sole_reader`` counts references: nothing here may hold ``op`` yet)
+        kind = _kind(op)
+        if kind is not None:
+            reader = _sole_reader(op)
+            kinds[op] = kind
+            if reader is not None:
+                readers[op] = reader
+    if not readers:
+        return needed
+    by_id = {id(op): op for op in kinds}
+    following = {}
+    for op, reader in readers.items():
+        user = by_id.get(reader)
+        if user is not None and kinds[user] == kinds[op]:
+            following[op] = user
+    if not following:
+        return needed
+    has_previous = set(following.values())
+    fused = set()
+    chains = []
+    for op in following:
+        if op in has_previous:
+            continue
+        chain = [op]
+        while chain[-1] in following:
+            chain.append(following[chain[-1]])
+        chains.append(_fused(chain, kinds[op]))
+        fused.update(chain)
+    return [op for op in needed if op not in fused] + chains
+
+
+def _kind(op):
+    """(shape, dtype) of a fusable op's output, else None."""
+    plan = op.plan
+    if plan is None or op.wants is not None or op.dests is not None or op.batch is not None:
+        return None
+    entry = _FORMULAS.get(plan.info.type)
+    if entry is None or type(plan.place) is not CPUPlace or len(plan.outputs) != 1:
+        return None
+    specs = plan.outputs[0][2]
+    if not specs or len(specs) != 1:
+        return None
+    shape, dtype = specs[0]
+    if dtype not in _DTYPES or not shape or -1 in shape:
+        return None
+    args = op.args
+    if len(args) > len(entry[1]) and any(args.get(s) is not None for s in args
+                                         if s not in entry[1]):
+        return None     # (scale's ScaleTensor: never given, the op refuses it)
+    for slot in entry[1]:
+        if _shape_of(args.get(slot), dtype) != shape:
+            return None
+    return shape, dtype
+
+
+def _shape_of(a, dtype):
+    """The shape of argument ``a`` when it is one array or op output of ``dtype``."""
+    if type(a) is np.ndarray:
+        return a.shape if a.dtype == dtypes.to_numpy(dtype) else None
+    if type(a) is tuple:
+        op, n, j = a
+        if op.plan is None or j >= 0:
+            return None
+        specs = op.plan.outputs[n][2]
+        if specs and len(specs) == 1 and specs[0][1] == dtype:
+            return specs[0][0]
+    return None
+
+
+def _sole_reader(op):
+    """The id of the one op that reads ``op``'s output, once, if nothing else holds it (else
+    None): the ref tuple in that op's arguments is held by those arguments alone, and ``op`` only
+    by that tuple, the execution's list and its producers' ``users`` entries (a Variable still
+    holding the output, a backward handle keeping it, a request for it or a pending op outside
+    this execution reading it all add a reference)."""
+    users = op.users
+    if len(users) != 1:
+        return None
+    user = users[0]
+    found = 0
+    for a in user.args.values():
+        t = type(a)
+        if t is tuple:
+            if a[0] is op:
+                found += 1
+        elif t is list:
+            for r in a:
+                if type(r) is tuple and r[0] is op:
+                    found += 2      # (a list slot: not fused)
+    a = r = None    # (the loop's last values: no extra references to count)
+    if found != 1:
+        return None
+    ref = next(a for a in user.args.values() if type(a) is tuple and a[0] is op)
+    # the user's args dict, ``ref``, getrefcount's argument
+    if sys.getrefcount(ref) != 3:
+        return None
+    del ref
+    # the execution's list, fuse_chains' loop variable, this parameter, getrefcount's
+    # argument, and each producer's ``users`` entry (``waiting`` of them)
+    if sys.getrefcount(op) != 5 + op.waiting:
+        return None
+    return id(user)
+
+
+def _fused(chain: list, kind) -> FusedChain:
+    shape, dtype = kind
+    members = set(chain)
+    inputs, steps, scalars = [], [], []
+    previous = None
+    for op in chain:
+        formula, slots = _FORMULAS[op.plan.info.type]
+        operands = []
+        for slot in slots:
+            a = op.args[slot]
+            if type(a) is tuple and a[0] is previous:
+                operands.append("v")
+            else:
+                operands.append(len(inputs))
+                inputs.append(a)
+        count = 0
+        if formula == "scaled":
+            attrs = op.plan.attrs
+            scalars.extend(_scale_scalars(attrs["scale"], attrs["bias"],
+                                          attrs["bias_after_scale"], dtype))
+            count = 3
+        steps.append((formula, tuple(operands), count))
+        previous = op
+    fused = FusedChain(chain, inputs, tuple(steps), tuple(scalars), shape,
+                       dtypes.to_numpy(dtype))
+    waiting = 0
+    for a in inputs:
+        if type(a) is tuple and a[0].results is None:
+            users = a[0].users
+            for k, user in enumerate(users):
+                if user in members:
+                    users[k] = fused
+                    break
+            waiting += 1
+    fused.waiting = waiting
+    fused.users = chain[-1].users
+    return fused
+
+
+def _scale_scalars(scale: float, bias: float, bias_after_scale: bool, dtype) -> tuple:
+    """(factor, bias, mode) of ``formulas.scaled``, as ``kernels/cpu/math.scale`` computes."""
+    cast = dtypes.to_numpy(dtype).type
+    if bias == 0.0:
+        return cast(scale), cast(0.0), 0
+    if not bias_after_scale:
+        bias *= scale
+    return cast(scale), cast(bias), 1 if scale == 1.0 else 2
