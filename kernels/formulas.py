@@ -301,8 +301,8 @@ def scaled(x, factor, bias, mode):
 
 
 def relu(x):
-    """np.maximum(x, 0): x when x >= 0 (-0.0 stays -0.0) or NaN, else 0."""
-    return x if x >= 0 or x != x else 0.0
+    """np.maximum(x, 0): x when x > 0 or NaN, else 0 (+0.0 for -0.0 too)."""
+    return x if x > 0 or x != x else 0.0
 
 
 def sigmoid(x):

@@ -16,8 +16,9 @@ unfused kernels call numpy's vectorised ones, and may differ in the last bit. Lo
 compiled once per chain signature (the steps, their operand wiring, the dtype) and reused:
 attribute values (scale's factor and bias) are arguments, not part of the signature.
 
-On unless ``FLAGS_lazy_fusion`` is off; off while a per-kernel check (NaN/Inf, unused inputs)
-is on, since those name single ops.
+On unless ``FLAGS_lazy_fusion`` is off; off while the NaN/Inf check is on, which names the op
+that made a value (the unused-input check is about kernels, and a fused loop reads every
+input it is given).
 """
 from __future__ import annotations
 
@@ -48,15 +49,15 @@ _DTYPES = (dtypes.FP32, dtypes.FP64)
 
 
 class FusedChain(LazyOp):
-    """A chain of pending ops run as one loop: to the scheduler an op of its own (``plan`` None
-    and no ``kind``, like an Accumulation nothing batches with) reading the chain's outside
-    inputs; running it gives the chain's last op its result."""
+    """A chain of pending ops run as one loop: to the scheduler an op (``plan`` None, like an
+    Accumulation) reading the chain's outside inputs, which batches with the chains of its
+    ``kind`` (``run_chains``); running it gives the chain's last op its result."""
 
     __slots__ = ("kind", "chain", "steps", "scalars", "shape", "dtype")
 
     def __init__(self, chain: list, inputs: list, steps: tuple, scalars: tuple, shape, dtype):
         super().__init__(None, {"X": inputs}, None)
-        self.kind = None
+        self.kind = ("fused", steps, scalars, shape, dtype)     # what batches with it
         self.order = chain[-1].order    # after all it reads, before all that reads its result
         self.chain = chain
         self.steps = steps
@@ -65,20 +66,32 @@ class FusedChain(LazyOp):
         self.dtype = dtype
 
     def run(self) -> None:
-        from .kernels import fused
-        dtype = self.dtype
-        inputs = [np.asarray(read(a) if type(a) is tuple else a, dtype).reshape(-1)
-                  for a in self.args["X"]]
-        out = np.empty(int(np.prod(self.shape)), dtype)
-        fused.run_chain(self.steps, dtype, inputs, out, self.scalars)
-        last = self.chain[-1]
-        last.results = (out.reshape(self.shape),)
-        for op in self.chain:
+        run_chains([self])
+
+
+def run_chains(chains: list) -> None:
+    """Run FusedChains of one ``kind`` (steps, attribute values, shape, dtype) as one loop over
+    their inputs concatenated (each element computed as one chain alone computes it); each
+    chain's last op gets its part of the result."""
+    from .kernels import fused
+    first = chains[0]
+    dtype, shape = first.dtype, first.shape
+    size = int(np.prod(shape))
+    inputs = []
+    for k in range(len(first.args["X"])):
+        column = [np.asarray(read(a) if type(a) is tuple else a, dtype).reshape(-1)
+                  for a in (chain.args["X"][k] for chain in chains)]
+        inputs.append(column[0] if len(column) == 1 else np.concatenate(column))
+    out = np.empty(size * len(chains), dtype)
+    fused.run_chain(first.steps, dtype, inputs, out, first.scalars)
+    for n, chain in enumerate(chains):
+        ops = chain.chain
+        ops[-1].results = (out[n * size:(n + 1) * size].reshape(shape),)
+        for op in ops:
             op.args = None
             op.users = None
-        self.chain = None
-        self.args = None
-        self.results = ()
+        chain.chain = chain.args = None
+        chain.results = ()
 
 
 def fuse_chains(needed: list) -> list:
@@ -97,13 +110,14 @@ def fuse_chains(needed: list) -> list:
         return needed
     by_id = {id(op): op for op in kinds}
     following = {}
+    has_previous = set()    # (a chain is a line: of two ops read only by one, one joins it)
     for op, reader in readers.items():
         user = by_id.get(reader)
-        if user is not None and kinds[user] == kinds[op]:
+        if user is not None and kinds[user] == kinds[op] and user not in has_previous:
             following[op] = user
+            has_previous.add(user)
     if not following:
         return needed
-    has_previous = set(following.values())
     fused = set()
     chains = []
     for op in following:
