@@ -83,7 +83,8 @@ def run_chains(chains: list) -> None:
                   for a in (chain.args["X"][k] for chain in chains)]
         inputs.append(column[0] if len(column) == 1 else np.concatenate(column))
     out = np.empty(size * len(chains), dtype)
-    fused.run_chain(first.steps, dtype, inputs, out, first.scalars)
+    # each value rounded to the dtype once, as numpy rounds a Python float operand
+    fused.run_chain(first.steps, dtype, inputs, out, np.array(first.scalars, dtype))
     for n, chain in enumerate(chains):
         ops = chain.chain
         ops[-1].results = (out[n * size:(n + 1) * size].reshape(shape),)
@@ -136,37 +137,59 @@ def _kind(op):
     plan = op.plan
     if plan is None or op.wants is not None or op.dests is not None or op.batch is not None:
         return None
-    entry = _FORMULAS.get(plan.info.type)
-    if entry is None or type(plan.place) is not CPUPlace or len(plan.outputs) != 1:
+    fixed = _plan_kinds.get(plan, _UNKNOWN)
+    if fixed is _UNKNOWN:
+        fixed = _plan_kind(plan)
+    if fixed is None:
         return None
-    specs = plan.outputs[0][2]
+    kind, slots, numpy_dtype = fixed
+    args = op.args
+    for slot in slots:      # (ScaleTensor and BiasTensor: the scale op refuses them)
+        a = args[slot]
+        t = type(a)
+        if t is tuple:
+            d = a[0].plan
+            if d is None or a[2] >= 0:
+                return None
+            out = _plan_kinds.get(d, _UNKNOWN)
+            if out is _UNKNOWN:
+                out = _plan_kind(d)
+            out = _output_kind(d, a[1]) if out is None else out[0] if a[1] == 0 else None
+            if out != kind:
+                return None
+        elif t is not np.ndarray or a.shape != kind[0] or a.dtype != numpy_dtype:
+            return None
+    return kind
+
+
+_UNKNOWN = object()
+_plan_kinds: dict = {}  # plan -> ((shape, dtype), input slots, numpy dtype), None if not fusable
+
+
+def _plan_kind(plan):
+    """What of ``_kind`` its plan fixes (computed once per plan)."""
+    if len(_plan_kinds) >= 4096:
+        _plan_kinds.clear()
+    fixed = None
+    entry = _FORMULAS.get(plan.info.type)
+    if entry is not None and type(plan.place) is CPUPlace and len(plan.outputs) == 1:
+        kind = _output_kind(plan, 0)
+        if kind is not None:
+            fixed = (kind, entry[1], dtypes.to_numpy(kind[1]))
+    _plan_kinds[plan] = fixed
+    return fixed
+
+
+def _output_kind(plan, n: int):
+    """(shape, dtype) of output slot ``n`` of ``plan`` when it is one floating array of known,
+    non-empty shape."""
+    specs = plan.outputs[n][2]
     if not specs or len(specs) != 1:
         return None
     shape, dtype = specs[0]
     if dtype not in _DTYPES or not shape or -1 in shape:
         return None
-    args = op.args
-    if len(args) > len(entry[1]) and any(args.get(s) is not None for s in args
-                                         if s not in entry[1]):
-        return None     # (scale's ScaleTensor: never given, the op refuses it)
-    for slot in entry[1]:
-        if _shape_of(args.get(slot), dtype) != shape:
-            return None
     return shape, dtype
-
-
-def _shape_of(a, dtype):
-    """The shape of argument ``a`` when it is one array or op output of ``dtype``."""
-    if type(a) is np.ndarray:
-        return a.shape if a.dtype == dtypes.to_numpy(dtype) else None
-    if type(a) is tuple:
-        op, n, j = a
-        if op.plan is None or j >= 0:
-            return None
-        specs = op.plan.outputs[n][2]
-        if specs and len(specs) == 1 and specs[0][1] == dtype:
-            return specs[0][0]
-    return None
 
 
 def _sole_reader(op):
@@ -219,16 +242,17 @@ def _fused(chain: list, kind) -> FusedChain:
             else:
                 operands.append(len(inputs))
                 inputs.append(a)
-        count = 0
+        count, literals = 0, ()
         if formula == "scaled":
             attrs = op.plan.attrs
-            scalars.extend(_scale_scalars(attrs["scale"], attrs["bias"],
-                                          attrs["bias_after_scale"], dtype))
-            count = 3
-        steps.append((formula, tuple(operands), count))
+            factor, bias, mode = _scale_scalars(attrs["scale"], attrs["bias"],
+                                                attrs["bias_after_scale"])
+            scalars += factor, bias
+            count, literals = 2, (mode,)
+        steps.append((formula, tuple(operands), count, literals))
         previous = op
     fused = FusedChain(chain, inputs, tuple(steps), tuple(scalars), shape,
-                       dtypes.to_numpy(dtype))
+                       dtypes.to_numpy(dtype))     # (the values cast to the dtype when run)
     waiting = 0
     for a in inputs:
         if type(a) is tuple and a[0].results is None:
@@ -243,11 +267,10 @@ def _fused(chain: list, kind) -> FusedChain:
     return fused
 
 
-def _scale_scalars(scale: float, bias: float, bias_after_scale: bool, dtype) -> tuple:
+def _scale_scalars(scale: float, bias: float, bias_after_scale: bool) -> tuple:
     """(factor, bias, mode) of ``formulas.scaled``, as ``kernels/cpu/math.scale`` computes."""
-    cast = dtypes.to_numpy(dtype).type
     if bias == 0.0:
-        return cast(scale), cast(0.0), 0
+        return scale, 0.0, 0
     if not bias_after_scale:
         bias *= scale
-    return cast(scale), cast(bias), 1 if scale == 1.0 else 2
+    return scale, bias, 1 if scale == 1.0 else 2
