@@ -4,10 +4,10 @@ A chain is described by its *steps*: per step the formula of ``kernels/formulas.
 where its operands come from (``"v"``, the previous step's value, or an index into the chain's
 flat input arrays), how many scalar arguments (attribute values, read in order from one array
 of the chain's dtype: a numba call types each argument, and a chain may have hundreds) follow
-them, and literal arguments written into the loop (a mode that picks the arithmetic). The loop computes
-every step of element ``i`` in registers and stores only the last: each step's value is rounded
-to the array dtype, as storing it to an intermediate array would, so the arithmetic is the
-unfused kernels' element for element. Loops are compiled once per (steps, dtype) and kept for the
+them, and literal arguments written into the loop (a mode that picks the arithmetic). The loop
+computes every step of element ``i`` in registers and stores only the last: each step's value
+is rounded to the array dtype, as storing it to an intermediate array would, so the arithmetic
+is the unfused kernels' element for element. Loops are compiled once per (steps, dtype) and kept for the
 process (numba caches no function made from generated source on disk).
 """
 import numpy as np
