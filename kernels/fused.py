@@ -7,8 +7,8 @@ of the chain's dtype: a numba call types each argument, and a chain may have hun
 them, and literal arguments written into the loop (a mode that picks the arithmetic). The loop
 computes every step of element ``i`` in registers and stores only the last: each step's value
 is rounded to the array dtype, as storing it to an intermediate array would, so the arithmetic
-is the unfused kernels' element for element. Loops are compiled once per (steps, dtype) and kept for the
-process (numba caches no function made from generated source on disk).
+is the unfused kernels' element for element. Loops are compiled once per (steps, dtype) and
+kept for the process (numba caches no function made from generated source on disk).
 """
 import numpy as np
 
