@@ -202,20 +202,21 @@ def _sole_reader(op):
     if len(users) != 1:
         return None
     user = users[0]
-    found = 0
+    ref = None
     for a in user.args.values():
         t = type(a)
         if t is tuple:
             if a[0] is op:
-                found += 1
+                if ref is not None:
+                    return None     # (read twice)
+                ref = a
         elif t is list:
             for r in a:
                 if type(r) is tuple and r[0] is op:
-                    found += 2      # (a list slot: not fused)
+                    return None     # (a list slot: not fused)
     a = r = None    # (the loop's last values: no extra references to count)
-    if found != 1:
+    if ref is None:
         return None
-    ref = next(a for a in user.args.values() if type(a) is tuple and a[0] is op)
     # the user's args dict, ``ref``, getrefcount's argument
     if sys.getrefcount(ref) != 3:
         return None
