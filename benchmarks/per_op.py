@@ -111,6 +111,21 @@ def tape_functions(tape):
     return chain, forward_backward, no_grad_forward
 
 
+TAPE_LAZY = f"{TAPE}, lazy"
+
+
+def tape_lazy_functions(tape):
+    """Tape's chain functions run inside ``tape.lazy()``, each computing its result's value
+    (``FLAGS_lazy_fusion`` decides whether the 100-op chain is one loop)."""
+    def lazily(fn):
+        def run():
+            with tape.lazy():
+                out = fn()
+                return out.value() if isinstance(out, tape.Variable) else out
+        return run
+    return tuple(lazily(fn) for fn in tape_functions(tape))
+
+
 def check_gradients(results: dict) -> str:
     expected = np.full(SIZE, SCALE ** PAIRS, dtype=np.float32)
     bad = [lib for lib, grad in results.items()
@@ -251,7 +266,8 @@ def print_tables(figures: list, notes: list) -> None:
     """The three tables of ``time_per_op``'s ``figures``; ``notes`` = one ``{library: note}``
     per table."""
     for title, by_library, table_notes in zip(TABLE_TITLES, figures, notes):
-        rows = [(lib, by_library.get(lib), table_notes.get(lib)) for lib in (NUMPY, TORCH, TAPE)]
+        rows = [(lib, by_library.get(lib), table_notes.get(lib))
+                for lib in (NUMPY, TORCH, TAPE, TAPE_LAZY) if lib != TAPE_LAZY or lib in by_library]
         print_table(title, "µs per op", rows)
 
 
@@ -269,6 +285,7 @@ def main(argv=None):
         chain[TORCH], mix[TORCH] = torch_functions(torch), torch_mix_functions(torch)
     if tape is not None:
         chain[TAPE], mix[TAPE] = tape_functions(tape), tape_mix_functions(tape)
+        chain[TAPE_LAZY] = tape_lazy_functions(tape)
     with OtherLoad() as chain_load:
         chain_figures = time_per_op(chain, OPS, options)
     with OtherLoad() as mix_load:

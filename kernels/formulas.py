@@ -267,3 +267,63 @@ def selu_grad(out, dout, scale, alpha):
     """From Out, whose sign is X's (scale > 0, alpha >= 0): scale where Out > 0, else
     Out + scale * alpha (= scale * alpha * exp(x))."""
     return dout * scale if out > 0.0 else dout * (out + scale * alpha)
+
+
+# ---- elementwise forward ops, one element each: the steps a fused chain (kernels/fused.py)
+# strings together. The fused loop rounds each step's result to the array dtype, as storing it
+# would; +, -, *, /, sqrt and x * x are then bit for bit numpy's; exp, log, tanh and the sigmoid
+# (libm's scalar calls against numpy's vectorised ones) may differ by float rounding.
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return a - b
+
+
+def multiply(a, b):
+    return a * b
+
+
+def divide(a, b):
+    return a / b
+
+
+def scaled(x, factor, bias, mode):
+    """``scale``'s kernel: ``x * factor`` (mode 0), ``x + bias`` (1), ``x * factor + bias``
+    (2, two roundings), with factor and bias already in x's dtype."""
+    if mode == 0:
+        return x * factor
+    if mode == 1:
+        return x + bias
+    return x * factor + bias
+
+
+def relu(x):
+    """np.maximum(x, 0): x when x > 0 or NaN, else 0 (+0.0 for -0.0 too)."""
+    return x if x > 0 or x != x else 0.0
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def square(x):
+    return x * x
+
+
+def tanh(x):
+    return math.tanh(x)
+
+
+def exp(x):
+    return math.exp(x)
+
+
+def log(x):
+    return math.log(x)
+
+
+def sqrt(x):
+    return math.sqrt(x)

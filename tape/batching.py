@@ -21,13 +21,18 @@ import operator
 from . import flags as _flags
 from .batch_rules import SHARED, rule_cache, rule_of
 from .dispatch import invoke
+from .fusion import fuse_chains, run_chains
 from .pending import ShapeOnly, arrays_of, read
 
 
 def run_ops(needed: list) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
-    when FLAGS_lazy_batching is on, else one by one in record order."""
-    if len(needed) == 1 or not _flags.flags["FLAGS_lazy_batching"]:
+    when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
+    on, each chain ``tape.fusion`` finds among them runs as one loop."""
+    flags = _flags.flags
+    if len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]:
+        needed = fuse_chains(needed)
+    if len(needed) == 1 or not flags["FLAGS_lazy_batching"]:
         needed.sort(key=_record_order)
         for op in needed:
             op.users = None
@@ -123,7 +128,10 @@ class Agenda:
                 else:
                     group.sort(key=_record_order)
                     if group[0].plan is None:
-                        run_accumulations(group)
+                        if group[0].kind[0] == "fused":
+                            run_chains(group)
+                        else:
+                            run_accumulations(group)
                     else:
                         run_batch(group, rule_of(group[0]))
             left[group[0].sig] -= len(group)

@@ -5,7 +5,8 @@ never read (see ``tape.checks``). ``FLAGS_check_nan_inf``: after each kernel, fa
 floating output holding a NaN or an Inf. ``FLAGS_lazy_execution``: ops record and compute
 only when a value is asked for, as inside ``with tape.lazy():`` (``tape.lazy``).
 ``FLAGS_lazy_batching`` (on by default): a lazy execution runs ready ops of one signature as one
-kernel call (``tape.batching``).
+kernel call (``tape.batching``). ``FLAGS_lazy_fusion`` (on by default): it runs each chain of
+elementwise ops whose intermediates nothing else reads as one numba loop (``tape.fusion``).
 """
 import os
 
@@ -14,6 +15,7 @@ _DEFAULTS = {
     "FLAGS_check_nan_inf": False,
     "FLAGS_lazy_execution": False,
     "FLAGS_lazy_batching": True,
+    "FLAGS_lazy_fusion": True,
 }
 _TRUE = {"1", "true", "on", "yes"}
 

@@ -16,7 +16,9 @@ from tape import Variable, batching, ops
 
 @pytest.fixture
 def kernel_calls(monkeypatch):
-    """``(op type, {slot: arrays})`` of each kernel call lazy execution makes."""
+    """``(op type, {slot: arrays})`` of each kernel call lazy execution makes, with fusion off:
+    these tests pin the scheduler's calls op by op, which fusion replaces by one loop per chain
+    (tests/test_lazy_fusion.py checks fused chains batch too)."""
     calls = []
     invoke = batching.invoke
 
@@ -24,7 +26,11 @@ def kernel_calls(monkeypatch):
         calls.append((plan.info.type, arrays))
         return invoke(plan, arrays, wants, names)
     monkeypatch.setattr(batching, "invoke", counting)
-    return calls
+    tape.set_flags({"FLAGS_lazy_fusion": False})
+    try:
+        yield calls
+    finally:
+        tape.set_flags({"FLAGS_lazy_fusion": True})
 
 
 @contextlib.contextmanager
