@@ -30,11 +30,15 @@ processes, autobatching off and on (``dynet_peer.py``), with its own layers wher
 initial parameters; before timing, one step's gradients (and DyNet's loss) are compared with
 Tape's. The last table gives the throughput ratios issue 12 sets targets for.
 
-    .venv/bin/python benchmarks/dynamic.py [--quick]
+    .venv/bin/python benchmarks/dynamic.py [--quick] [--cpu-time]
+
+``--cpu-time`` times each library by the CPU time of its process (``time.process_time``)
+instead of wall time: other load on a shared machine changes it less.
 """
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -228,7 +232,7 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
         rows.insert(1, TORCH_LOOP)
     if workload.dynet:
         rows += [DYNET_OFF, DYNET_ON]
-    with OtherLoad() as load:
+    with OtherLoad(peer.pid for peer in peers) as load:
         seconds = measure(steps, **options)
     per_sample = {lib: t * 1e3 / len(samples) for lib, t in seconds.items()}
     table = [(lib, per_sample.get(lib), notes.get(lib) or notes.get(TAPE)) for lib in rows]
@@ -264,7 +268,7 @@ def run_chain(tape, torch, peers, options, notes) -> dict:
             gradients[lib] = np.asarray(forward_backward())
     checks.append(per_op.check_gradients(gradients))
     figures = {}
-    with OtherLoad() as load:
+    with OtherLoad(peer.pid for peer in peers) as load:
         for kind, column in (("forward", 0), ("backward", 1)):
             seconds = measure({lib: fns[column] for lib, fns in functions.items()}, **options)
             figures.update({(lib, kind): t * 1e6 / per_op.OPS for lib, t in seconds.items()})
@@ -328,8 +332,10 @@ def one_blas_thread() -> None:
 
 
 def main(argv=None):
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv, extra=[
+        ("--cpu-time", "time by each process's CPU time (time.process_time), not wall time")])
     options = timing_options(args.quick)
+    options["clock"] = time.process_time if args.cpu_time else time.perf_counter
     torch = import_torch()
     if torch is not None:
         torch.set_num_threads(1)
@@ -343,6 +349,8 @@ def main(argv=None):
     print("## Dynamic training steps (DyNet style), float32: Tape (eager and lazy) beside "
           "PyTorch and DyNet\n")
     print(threads_report(torch))
+    print(f"\nclock: {options['clock'].__name__} (" + ("CPU time of each library's process)"
+          if args.cpu_time else "wall time; --cpu-time for CPU time)"))
     if dynet_missing:
         print(f"\nnote: {dynet_missing}; its rows are skipped")
     with contextlib.ExitStack() as stack:

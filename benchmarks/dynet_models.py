@@ -6,11 +6,11 @@ autobatching with ``dynet_config``: DyNet reads its configuration once, when it 
 Each ``build_<model>(params, samples, learning_rate)`` takes Tape's initial parameter values
 in Tape's layout and order (``dynamic.py``'s ``*_tape`` functions' ``params``) and the samples
 as plain lists (a tree's inner node is a list ``[left, right]``, a leaf a word id), and returns
-``(step, first_loss_and_gradients)``:
+``(steps, first_loss_and_gradients)``:
 
-- ``step()`` trains on every sample group in turn, as ``dynamic.tape_training``'s step does:
-  a new graph, the loss, backward, a ``SimpleSGDTrainer`` update (clipping off, so it is plain
-  SGD as Tape's and PyTorch's);
+- ``steps["step"]()`` trains on every sample group in turn, as ``dynamic.tape_training``'s
+  step does: a new graph, the loss, backward, a ``SimpleSGDTrainer`` update (clipping off, so
+  it is plain SGD as Tape's and PyTorch's);
 - ``first_loss_and_gradients()`` is the first group's loss and every parameter's gradient,
   converted back to Tape's layout and order, with no update.
 

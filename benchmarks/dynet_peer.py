@@ -30,6 +30,7 @@ import numpy as np
 
 DYNET = "DyNet"
 MEMORY_MB = 512                 # DyNet's default pool size; it grows as a graph needs
+CLOCKS = {clock.__name__: clock for clock in (time.perf_counter, time.process_time)}
 
 
 def dynet_installed() -> bool:
@@ -59,6 +60,7 @@ class DynetPeer:
         self._process = subprocess.Popen(
             [sys.executable, str(Path(__file__)), "--autobatch", str(int(autobatch))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
+        self.pid = self._process.pid
 
     def _ask(self, **request):
         self._process.stdin.write(json.dumps(request) + "\n")
@@ -111,10 +113,13 @@ class RemoteSteps:
         self._peer, self._name = peer, name
 
     def __call__(self):
-        self._peer._ask(op="run", step=self._name, number=1)
+        self._peer._ask(op="run", step=self._name, number=1, clock="perf_counter")
 
-    def seconds_per_call(self, number: int) -> float:
-        return self._peer._ask(op="run", step=self._name, number=number)["seconds"] / number
+    def seconds_per_call(self, number: int, clock=time.perf_counter) -> float:
+        """Seconds per call on ``clock`` (``time.perf_counter`` or ``time.process_time``, read
+        in the peer)."""
+        return self._peer._ask(op="run", step=self._name, number=number,
+                               clock=clock.__name__)["seconds"] / number
 
 
 # --- the child -----------------------------------------------------------------------------
@@ -140,11 +145,11 @@ def serve(autobatch: int) -> None:
                 np.savez(request["gradients"], *gradients)
                 answer = {"loss": float(loss)}
             else:
-                step = steps[request["step"]]
-                start = time.perf_counter()
+                step, clock = steps[request["step"]], CLOCKS[request["clock"]]
+                start = clock()
                 for _ in range(request["number"]):
                     step()
-                answer = {"seconds": time.perf_counter() - start}
+                answer = {"seconds": clock() - start}
         except Exception:                   # the parent raises it, with this traceback
             answer = {"error": traceback.format_exc()}
         answers.write(json.dumps(answer) + "\n")

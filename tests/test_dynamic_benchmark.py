@@ -3,6 +3,7 @@ separate sequences' loss, and DyNet's versions (when dynet38 is installed) give 
 losses and gradients, with autobatching off and on."""
 import pathlib
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -58,11 +59,12 @@ def test_measure_asks_a_self_timing_callable():
         def __call__(self):
             Remote.calls += 1
 
-        def seconds_per_call(self, number):
+        def seconds_per_call(self, number, clock):
+            assert clock is time.process_time
             return 0.25
 
-    assert harness.measure({"peer": Remote()}, repeats=3, target=0.01, warmup=1,
-                           settle=0) == {"peer": 0.25}
+    assert harness.measure({"peer": Remote()}, repeats=3, target=0.01, warmup=1, settle=0,
+                           clock=time.process_time) == {"peer": 0.25}
     assert Remote.calls == 1          # the warm-up; calibration and repeats asked the peer
 
 
