@@ -143,8 +143,9 @@ def char_samples(rng):
     return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1)]
 
 
-def char_lm_tape(tape, samples):
-    """Embed all characters at once, cut into steps, run the cell, project every h at once."""
+def char_lm_tape(tape, samples, batched=False):
+    """Embed all characters at once, cut into steps, run the cell, project every h at once.
+    One step per sample, or with ``batched`` one for all (``char_lm_batch_tape``)."""
     layers, ops = tape.layers, tape.ops
     embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
     cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
@@ -159,11 +160,12 @@ def char_lm_tape(tape, samples):
         return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
 
     params = [p for layer in (embed, cell, project) for p in layer.params()]
-    return params, [functools.partial(loss, _tape_ids(tape, ids[:-1]),
-                                      _tape_ids(tape, ids[1:, None])) for ids in samples]
+    return params, [functools.partial(loss, _tape_ids(tape, inputs),
+                                      _tape_ids(tape, targets[:, None]))
+                    for inputs, targets in _char_steps(samples, batched)]
 
 
-def char_lm_torch(torch, samples):
+def char_lm_torch(torch, samples, batched=False):
     nn = torch.nn
     embed = nn.Embedding(CHAR_VOCAB, CHAR_EMBED)
     cell = nn.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
@@ -171,14 +173,24 @@ def char_lm_torch(torch, samples):
 
     def loss(inputs, targets):
         state, hs = None, []
-        for x in embed(inputs).split(1, dim=0):
+        for x in embed(inputs).split(len(inputs) // CHAR_LENGTH, dim=0):
             state = cell(x, state)
             hs.append(state[0])
         return nn.functional.cross_entropy(project(torch.cat(hs, dim=0)), targets)
 
     twins = [(embed.weight, False)] + _lstm_twins(cell) + _linear_twins(project)
-    return twins, [functools.partial(loss, _torch_ids(torch, ids[:-1]), _torch_ids(torch, ids[1:]))
-                   for ids in samples]
+    return twins, [functools.partial(loss, _torch_ids(torch, inputs), _torch_ids(torch, targets))
+                   for inputs, targets in _char_steps(samples, batched)]
+
+
+def _char_steps(samples, batched):
+    """``(inputs, targets)`` ids of each step: one sequence's, or with ``batched`` every
+    sequence's (all of one length) as flat step-major arrays: step t holds rows t*n .. t*n+n-1
+    of the n sequences."""
+    ids = np.asarray(samples)
+    if not batched:
+        return [(sequence[:-1], sequence[1:]) for sequence in ids]
+    return [(ids[:, :-1].T.reshape(-1), ids[:, 1:].T.reshape(-1))]
 
 
 # --- 16 samples per tape: the Tree-LSTM and the char LM ------------------------------------
@@ -223,48 +235,12 @@ def char_lm_batch_tape(tape, samples):
     per step on a (16, embedding) batch, one projection and cross-entropy over every step and
     row. The sequences all have ``CHAR_LENGTH`` characters, so the batch needs no padding or
     mask; the mean over every row and step is the mean of the sequences' own mean losses
-    (``char_lm_16_tape``'s loss). Rows are step-major: step t holds rows t*16 .. t*16+15."""
-    layers, ops = tape.layers, tape.ops
-    embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
-    cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
-    project = layers.Linear(CHAR_HIDDEN, CHAR_VOCAB)
-    inputs, targets = _step_major(samples)
-
-    def loss(inputs, targets):
-        state, hs = None, []
-        for x in ops.split(embed(inputs), num=CHAR_LENGTH, axis=0):
-            state = cell(x, state)
-            hs.append(state[0])
-        logits = project(ops.concat(hs, axis=0))
-        return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
-
-    params = [p for layer in (embed, cell, project) for p in layer.params()]
-    return params, [functools.partial(loss, _tape_ids(tape, inputs),
-                                      _tape_ids(tape, targets[:, None]))]
+    (``char_lm_16_tape``'s loss)."""
+    return char_lm_tape(tape, samples, batched=True)
 
 
 def char_lm_batch_torch(torch, samples):
-    nn = torch.nn
-    embed = nn.Embedding(CHAR_VOCAB, CHAR_EMBED)
-    cell = nn.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
-    project = nn.Linear(CHAR_HIDDEN, CHAR_VOCAB)
-    inputs, targets = _step_major(samples)
-
-    def loss(inputs, targets):
-        state, hs = None, []
-        for x in embed(inputs).split(len(samples), dim=0):
-            state = cell(x, state)
-            hs.append(state[0])
-        return nn.functional.cross_entropy(project(torch.cat(hs, dim=0)), targets)
-
-    twins = [(embed.weight, False)] + _lstm_twins(cell) + _linear_twins(project)
-    return twins, [functools.partial(loss, _torch_ids(torch, inputs), _torch_ids(torch, targets))]
-
-
-def _step_major(samples):
-    """Input and target ids of equal-length sequences as flat step-major arrays."""
-    ids = np.asarray(samples)
-    return ids[:, :-1].T.reshape(-1), ids[:, 1:].T.reshape(-1)
+    return char_lm_torch(torch, samples, batched=True)
 
 
 # --- shared plumbing -----------------------------------------------------------------------

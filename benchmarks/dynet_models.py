@@ -4,9 +4,9 @@ Imported only by the DyNet peer process (``dynet_peer.py``), after it has chosen
 autobatching with ``dynet_config``: DyNet reads its configuration once, when it is imported.
 
 Each ``build_<model>(params, samples, learning_rate)`` takes Tape's initial parameter values
-in Tape's layout and order (``dynamic.py``'s ``*_tape`` functions' ``params``) and the samples
-as plain lists (a tree's inner node is a list ``[left, right]``, a leaf a word id), and returns
-``(steps, first_loss_and_gradients)``:
+in Tape's layout and order (the ``params`` of ``dynamic_models.py``'s ``*_tape`` functions) and
+the samples as plain lists (a tree's inner node is a list ``[left, right]``, a leaf a word id),
+and returns ``(steps, first_loss_and_gradients)``:
 
 - ``steps["step"]()`` trains on every sample group in turn, as ``dynamic.tape_training``'s
   step does: a new graph, the loss, backward, a ``SimpleSGDTrainer`` update (clipping off, so
@@ -112,7 +112,7 @@ def _groups(samples, one_graph):
 # --- binary Tree-LSTM ----------------------------------------------------------------------
 
 def build_tree_lstm(params, samples, learning_rate, one_graph=False):
-    """``dynamic.tree_lstm_tape``: params ``[embedding (vocab, 64), leaf w (64, 192), leaf b,
+    """``dynamic_models.tree_lstm_tape``: params ``[embedding (vocab, 64), leaf w (64, 192), leaf b,
     node w (128, 320), node b, classify w (64, 5), classify b]``; samples ``[tree, label]``."""
     embedding, leaf_w, leaf_b, node_w, node_b, class_w, class_b = params
     hidden = leaf_w.shape[1] // 3
@@ -179,7 +179,7 @@ def _char_lm(params):
 
 
 def build_char_lm(params, samples, learning_rate, one_graph=False):
-    """``dynamic.char_lm_tape``: params ``[embedding (60, 32), weight_ih, weight_hh, bias_ih,
+    """``dynamic_models.char_lm_tape``: params ``[embedding (60, 32), weight_ih, weight_hh, bias_ih,
     bias_hh, project w (64, 60), project b]``; samples: sequences of ids, inputs then targets.
     Each sequence's LSTM reads it alone (batch 1)."""
     collection, table, run, tape_gradients = _char_lm(params)
@@ -193,7 +193,7 @@ def build_char_lm(params, samples, learning_rate, one_graph=False):
 
 
 def build_char_lm_batch(params, samples, learning_rate):
-    """``dynamic.char_lm_batch_tape``: every sequence (all of one length) a row of one batch
+    """``dynamic_models.char_lm_batch_tape``: every sequence (all of one length) a row of one batch
     that the LSTM reads together; the loss is the mean over every row and step, which is the
     mean of the sequences' own mean losses."""
     collection, table, run, tape_gradients = _char_lm(params)

@@ -47,7 +47,7 @@ def test_the_hand_batch_is_step_major():
     """Row t*16 + k of the batch is sequence k's character t (a transposed layout would mix
     sequences into one another's steps and still give 16 rows per step)."""
     samples = [np.arange(k * 100, k * 100 + models.CHAR_LENGTH + 1) for k in range(16)]
-    inputs, targets = models._step_major(samples)
+    ((inputs, targets),) = models._char_steps(samples, batched=True)
     assert inputs[3 * 16 + 5] == samples[5][3] and targets[3 * 16 + 5] == samples[5][4]
 
 
