@@ -341,8 +341,7 @@ def main(argv=None):
         torch.set_num_threads(1)
     one_blas_thread()
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
-    dynet_missing = (None if dynet_installed() else
-                     "dynet not installed: `.venv/bin/pip install dynet38` (or `.[bench]`)")
+    dynet_missing = None if dynet_installed() else "dynet not installed"
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing,
              TORCH_LOOP: None if torch else "torch not importable",
              DYNET_OFF: dynet_missing, DYNET_ON: dynet_missing}
@@ -352,7 +351,8 @@ def main(argv=None):
     print(f"\nclock: {options['clock'].__name__} (" + ("CPU time of each library's process)"
           if args.cpu_time else "wall time; --cpu-time for CPU time)"))
     if dynet_missing:
-        print(f"\nnote: {dynet_missing}; its rows are skipped")
+        print(f"\nnote: {dynet_missing}, its rows are skipped (`.venv/bin/pip install "
+              "dynet38`, or `.venv/bin/pip install -e '.[bench]'`)")
     with contextlib.ExitStack() as stack:
         peers = [] if dynet_missing else [stack.enter_context(DynetPeer(autobatch))
                                           for autobatch in (False, True)]
