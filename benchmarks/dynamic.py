@@ -65,6 +65,7 @@ TAPE_NEEDS = ("layers.LSTMCell", "layers.Embedding", "layers.Linear", "optim.SGD
 RTOL = 1e-4
 TAPE_LAZY = "Tape, lazy"
 TORCH_LOOP = "PyTorch, per-sample loop"
+LAZY_RECORDING = "Tape, lazy, recorded only (nothing computed)"
 DYNET_OFF, DYNET_ON = peer_name(False), peer_name(True)
 FOREST, LENGTH = models.FOREST, models.CHAR_LENGTH
 
@@ -248,12 +249,14 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
 
 def run_chain(tape, torch, peers, options, notes) -> dict:
     """``per_op.py``'s chain, forward (with its value) and forward + backward, µs per op;
-    ``{(library, "forward" or "backward"): µs per op}``."""
+    ``{(library, "forward" or "backward"): µs per op}``. Lazy Tape's chain is also timed
+    recorded only: the ops' record-time work, and freeing them unrun when the block ends."""
     functions, gradients, checks = {}, {}, []
     if tape is not None:
         chain, forward_backward, _ = per_op.tape_functions(tape)
         functions[TAPE] = (lambda: chain().value(), forward_backward)
         functions[TAPE_LAZY] = per_op.tape_lazy_functions(tape)[:2]
+        functions[LAZY_RECORDING] = (lambda: _record_lazily(tape, chain), None)
         expected_sum = float(chain().value())
     if torch is not None:
         functions[TORCH] = per_op.torch_functions(torch)[:2]
@@ -264,23 +267,29 @@ def run_chain(tape, torch, peers, options, notes) -> dict:
         gradients[peer.name] = gradient
         functions[peer.name] = (peer.steps("forward"), peer.steps("step"))
     for lib, (_, forward_backward) in functions.items():
-        if lib not in gradients:
+        if lib not in gradients and forward_backward is not None:
             gradients[lib] = np.asarray(forward_backward())
     checks.append(per_op.check_gradients(gradients))
     figures = {}
     with OtherLoad(peer.pid for peer in peers) as load:
         for kind, column in (("forward", 0), ("backward", 1)):
-            seconds = measure({lib: fns[column] for lib, fns in functions.items()}, **options)
+            seconds = measure({lib: fns[column] for lib, fns in functions.items()
+                               if fns[column] is not None}, **options)
             figures.update({(lib, kind): t * 1e6 / per_op.OPS for lib, t in seconds.items()})
-    for kind, title in (("forward", "forward, value computed"),
-                        ("backward", "forward + backward to the leaf")):
+    for kind, title, extra in (("forward", "forward, value computed", [LAZY_RECORDING]),
+                               ("backward", "forward + backward to the leaf", [])):
         rows = [(lib, figures.get((lib, kind)), notes.get(lib) or notes.get(TAPE))
-                for lib in (TORCH, TAPE, TAPE_LAZY, DYNET_OFF, DYNET_ON)]
+                for lib in [TORCH, TAPE, TAPE_LAZY, *extra, DYNET_OFF, DYNET_ON]]
         print_table(f"{per_op.OPS}-op chain on float32[{per_op.SIZE}]: {title}", "µs per op",
                     rows, baselines=(TORCH, TAPE_LAZY), digits=2)
     print()
     print_notes(checks + [load.note()])
     return figures
+
+
+def _record_lazily(tape, chain) -> None:
+    with tape.lazy():
+        chain()
 
 
 # --- the issue's ratios --------------------------------------------------------------------
@@ -313,9 +322,12 @@ def print_ratios(per_sample: dict, chain: dict) -> None:
     print("| --- | ---: | --- |")
     for title, ratio, target in rows:
         print(f"| {title} | {'—' if ratio is None else f'{ratio:.2f}×'} | {target} |")
-    fused = chain.get((TAPE_LAZY, "backward"))
-    print(f"| {TAPE_LAZY} (fused), {per_op.OPS}-op chain, forward + backward, µs per op | "
-          f"{'—' if fused is None else f'{fused:.2f}'} | at most 1.0 |")
+    for title, figure, target in (
+            (f"{TAPE_LAZY} (fused), {per_op.OPS}-op chain, forward + backward, µs per op",
+             chain.get((TAPE_LAZY, "backward")), "at most 1.0"),
+            (f"{TAPE_LAZY}, recording one op of the chain (nothing computed), µs",
+             chain.get((LAZY_RECORDING, "forward")), "at most 1.5")):
+        print(f"| {title} | {'—' if figure is None else f'{figure:.2f}'} | {target} |")
 
 
 def one_blas_thread() -> None:

@@ -121,3 +121,28 @@ def test_dynet_chain_is_per_ops_chain(peer):
 def test_a_failing_peer_request_is_raised_with_the_peers_traceback(peer):
     with pytest.raises(RuntimeError, match="KeyError: 'no_such_model'"):
         peer.build("no_such_model", [], [], None)
+
+
+def test_without_dynet_the_benchmark_says_so_and_skips_its_rows(monkeypatch, capsys):
+    def no_peer(autobatch):
+        raise AssertionError("a DyNet peer was started although dynet is not installed")
+    tree = next(w for w in dynamic.WORKLOADS if w.key == "tree")
+    monkeypatch.setattr(dynamic, "WORKLOADS",
+                        (tree._replace(samples=lambda rng: small_trees(rng, 1)),))
+    monkeypatch.setattr(dynamic, "dynet_installed", lambda: False)
+    monkeypatch.setattr(dynamic, "DynetPeer", no_peer)
+    monkeypatch.setattr(dynamic, "import_torch", lambda: None)
+    # each step runs once; the figures are not what this test is about
+    monkeypatch.setattr(dynamic, "measure", lambda fns, **options: {
+        name: (fn(), 1e-3)[1] for name, fn in fns.items()})
+    before = tape.get_flags(["FLAGS_lazy_fusion"])
+    tape.set_flags({"FLAGS_lazy_fusion": False})   # no fused loop to compile for one call
+    try:
+        dynamic.main(["--quick"])
+    finally:
+        tape.set_flags(before)
+    out = capsys.readouterr().out
+    assert "note: dynet not installed, its rows are skipped" in out
+    assert "| DyNet, autobatching off | — (dynet not installed) |" in out
+    assert "| DyNet, autobatching on | — (dynet not installed) |" in out
+    assert "| Tape, lazy, recorded only (nothing computed) | " in out
