@@ -79,6 +79,7 @@ class Workload(NamedTuple):
     learning_rate: float | None     # SGD's; None: no update
     dynet: str | None = None    # the model's name in dynet_models.MODELS
     torch_per_sample: Callable | None = None    # PyTorch, one sample per step, same samples
+    unit: str = "ms per step"   # "ms per sample" where a step trains on all samples
 
 
 LR = models.LEARNING_RATE
@@ -96,14 +97,14 @@ WORKLOADS = (
     Workload("forest", f"Tree-LSTM, {FOREST} trees per tape: one backward + SGD per {FOREST} "
              "trees (per tree)", models.forest_samples, models.forest_tape,
              models.one_graph_torch(models.tree_lstm_torch), LR, "forest",
-             models.tree_lstm_torch),
+             models.tree_lstm_torch, "ms per sample"),
     Workload("lm_16", f"char-LSTM LM, {FOREST} separate sequences per tape: one backward + "
              f"SGD per {FOREST} sequences (per sequence)", models.char_batch_samples,
              models.char_lm_16_tape, models.one_graph_torch(models.char_lm_torch), LR,
-             "char_lm_16", models.char_lm_torch),
+             "char_lm_16", models.char_lm_torch, "ms per sample"),
     Workload("lm_batch", f"char-LSTM LM, the same {FOREST} sequences batched by hand (batch "
              f"{FOREST}; per sequence)", models.char_batch_samples, models.char_lm_batch_tape,
-             models.char_lm_batch_torch, LR, "char_lm_batch"),
+             models.char_lm_batch_torch, LR, "char_lm_batch", unit="ms per sample"),
 )
 
 
@@ -237,9 +238,7 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
         seconds = measure(steps, **options)
     per_sample = {lib: t * 1e3 / len(samples) for lib, t in seconds.items()}
     table = [(lib, per_sample.get(lib), notes.get(lib) or notes.get(TAPE)) for lib in rows]
-    unit = "ms per sample" if workload.torch_per_sample or workload.key == "lm_batch" else \
-        "ms per step"
-    print_table(workload.title, unit, table, baselines=(TORCH, TAPE_LAZY), digits=3)
+    print_table(workload.title, workload.unit, table, baselines=(TORCH, TAPE_LAZY), digits=3)
     print()
     print_notes(checks + [load.note()])
     return per_sample
