@@ -1,271 +1,495 @@
-"""Fusion: a chain of pending elementwise ops runs as one numba loop (``kernels/fused.py``).
+"""Fusion: a group of pending elementwise ops, forward or grad, runs as one numba loop
+(``kernels/fused.py``).
 
-Before a lazy execution's scheduler runs (``tape.batching.run_ops``), maximal chains are found
-among the pending ops it is given: CPU ops of the types in ``_FORMULAS``, all of one output
-shape and floating dtype (binary ops with both inputs of that shape), each op's only output
-read by exactly one op — the next of the chain — and by nothing else. "Nothing else" is checked
-on the references themselves: a Variable that still holds an intermediate (the user's, or a
-backward handle's that keeps it for a gradient), a request for it, or a pending op outside this
-execution that reads it each hold a reference to its ref tuple or op, and any of them keeps the
-op out of a chain. A chain of two or more ops becomes one ``FusedChain`` in the scheduler's set;
-its last op gets the result, its intermediates are never stored.
+Before a lazy execution's scheduler runs (``tape.batching.run_ops``), groups are found among
+the pending ops it is given. An op can join one if it is a CPU op of ``_EXPRESSIONS`` (forward
+elementwise ops, their grad ops with equal shapes) or a gradient ``Accumulation``, all of its
+outputs and inputs of one shape and floating dtype. A group is a DAG, not only a chain: the
+grad ops of ``y = x * w`` give dX and dY from one dOut, and forward values feed both the next
+forward op and the grad ops that read them.
 
-The loop rounds every step to the dtype, so ``+ - * /``, scale, relu, square and sqrt give
-numpy's results bit for bit; exp, log, tanh and sigmoid call libm's scalar functions where the
-unfused kernels call numpy's vectorised ones, and may differ in the last bit. Loops are
-compiled once per chain signature (the steps, their operand wiring, the dtype) and reused:
-attribute values (scale's factor and bias) are arguments, not part of the signature.
+Which ops form a group: every pending op gets a *level*, the largest number of *barriers*
+(an edge from or to an op that cannot join, or between ops of different shapes or dtypes) on a
+path into it. Ops of one level joined by an edge without a barrier form one group. No path
+leaves a group and comes back (it would cross a barrier and arrive a level higher), so a group
+can run as one op, and the groups and the other ops still form a DAG.
+
+What a group stores: an output read by an op outside the group, or held by anything else (a
+Variable, a backward handle keeping it for a gradient, a request for it, a pending op outside
+this execution) is stored, every other value stays in registers. "Anything else" is checked on
+the references themselves: each holder adds a reference to the op's ref tuple or to the op, so
+reference counts tell (no intermediate anyone can still ask for is skipped). Several outputs are
+written by one pass over the elements.
+
+The loop rounds every step to the dtype, so ``+ - * /``, scale, relu, square and sqrt, and
+their gradients, give the unfused kernels' results bit for bit; exp, log, tanh and sigmoid call
+libm's scalar functions where the unfused kernels call numpy's vectorised ones, and may differ
+in the last bit. Loops are compiled once per group signature (the steps, their operand wiring,
+which values are stored, the dtype) and reused across iterations: attribute values (scale's
+factor and bias) are arguments, not part of the signature. Identical groups batch into one call.
 
 On unless ``FLAGS_lazy_fusion`` is off; off while the NaN/Inf check is on, which names the op
-that made a value (the unused-input check is about kernels, and a fused loop reads every
-input it is given).
+that made a value.
 """
 from __future__ import annotations
 
+import operator
 import sys
 
 import numpy as np
 
 from . import dtypes
-from .pending import LazyOp, read
+from . import flags as _flags
+from .dispatch import invoke
+from .pending import LazyOp, ShapeOnly, arrays_of, read
 from .place import CPUPlace
 
-# op type -> (formula of kernels/formulas.py, input slots)
-_FORMULAS = {
-    "elementwise_add": ("add", ("X", "Y")),
-    "elementwise_sub": ("subtract", ("X", "Y")),
-    "elementwise_mul": ("multiply", ("X", "Y")),
-    "elementwise_div": ("divide", ("X", "Y")),
-    "scale": ("scaled", ("X",)),
-    "relu": ("relu", ("X",)),
-    "sigmoid": ("sigmoid", ("X",)),
-    "tanh": ("tanh", ("X",)),
-    "exp": ("exp", ("X",)),
-    "log": ("log", ("X",)),
-    "sqrt": ("sqrt", ("X",)),
-    "square": ("square", ("X",)),
+
+def _f(formula: str, *operands, scalars=(), literals=()) -> tuple:
+    return (formula, operands, scalars, literals)
+
+
+_D = "Out@GRAD"
+# op type -> per output slot, the expression of its value: an input slot's name (that input's
+# value itself: elementwise_add_grad passes Out@GRAD on), or (formula of kernels/formulas.py,
+# operand expressions, scalar arguments, literal arguments). Each is what the op's CPU kernel
+# computes, in its order of operations (sqrt_grad: ``dOut * 0.5 / Out``).
+_EXPRESSIONS = {
+    "elementwise_add": (_f("add", "X", "Y"),),
+    "elementwise_sub": (_f("subtract", "X", "Y"),),
+    "elementwise_mul": (_f("multiply", "X", "Y"),),
+    "elementwise_div": (_f("divide", "X", "Y"),),
+    **{t: (_f(t, "X"),) for t in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square")},
+    **{t: (_f(t, "Out", _D),) for t in ("relu_grad", "sigmoid_grad", "tanh_grad")},
+    "square_grad": (_f("square_grad", "X", _D),),
+    "exp_grad": (_f("multiply", _D, "Out"),),
+    "log_grad": (_f("divide", _D, "X"),),
+    "sqrt_grad": (_f("divide", _f("scaled", _D, scalars=(0.5, 0.0), literals=(0,)), "Out"),),
+    "elementwise_add_grad": (_D, _D),
+    "elementwise_sub_grad": (_D, _f("negative", _D)),
+    "elementwise_mul_grad": (_f("multiply", _D, "Y"), _f("multiply", _D, "X")),
+    "elementwise_div_grad": (_f("divide", _D, "Y"),
+                             _f("divide", _f("multiply", _f("negative", _D), "Out"), "Y")),
 }
 _DTYPES = (dtypes.FP32, dtypes.FP64)
+_record_order = operator.attrgetter("order")
 
 
-class FusedChain(LazyOp):
-    """A chain of pending ops run as one loop: to the scheduler an op (``plan`` None, like an
-    Accumulation) reading the chain's outside inputs, which batches with the chains of its
-    ``kind`` (``run_chains``); running it gives the chain's last op its result."""
+class FusedGroup(LazyOp):
+    """A group of pending ops run as one loop: to the scheduler an op (``plan`` None, like an
+    Accumulation) reading the group's outside inputs, which batches with the groups of its
+    ``kind`` (``run_chains``); running it gives each member the outputs the group stores."""
 
-    __slots__ = ("kind", "chain", "steps", "scalars", "shape", "dtype")
+    __slots__ = ("kind", "members", "program", "scalars", "shape", "dtype", "stores")
 
-    def __init__(self, chain: list, inputs: list, steps: tuple, scalars: tuple, shape, dtype):
+    def __init__(self, members: list, inputs: list, program: tuple, scalars: tuple, shape,
+                 dtype, stores: list):
         super().__init__(None, {"X": inputs}, None)
-        self.kind = ("fused", steps, scalars, shape, dtype)     # what batches with it
-        self.order = chain[-1].order    # after all it reads, before all that reads its result
-        self.chain = chain
-        self.steps = steps
+        self.kind = ("fused", program, scalars, shape, dtype)    # what batches with it
+        self.order = members[-1].order
+        self.members = members
+        self.program = program
         self.scalars = scalars
         self.shape = shape
         self.dtype = dtype
+        self.stores = stores    # per member: ((output slot, output array index), ...)
 
     def run(self) -> None:
         run_chains([self])
 
 
-def run_chains(chains: list) -> None:
-    """Run FusedChains of one ``kind`` (steps, attribute values, shape, dtype) as one loop over
-    their inputs concatenated (each element computed as one chain alone computes it); each
-    chain's last op gets its part of the result."""
+def run_chains(groups: list) -> None:
+    """Run FusedGroups of one ``kind`` (program, attribute values, shape, dtype) as one loop
+    over their inputs concatenated (each element computed as one group alone computes it);
+    each member gets its part of the stored outputs."""
     from .kernels import fused
-    first = chains[0]
+    first = groups[0]
     dtype, shape = first.dtype, first.shape
-    size = int(np.prod(shape))
-    inputs = []
+    columns = []
     for k in range(len(first.args["X"])):
-        column = [np.asarray(read(a) if type(a) is tuple else a, dtype).reshape(-1)
-                  for a in (chain.args["X"][k] for chain in chains)]
-        inputs.append(column[0] if len(column) == 1 else np.concatenate(column))
-    out = np.empty(size * len(chains), dtype)
-    # each value rounded to the dtype once, as numpy rounds a Python float operand
-    fused.run_chain(first.steps, dtype, inputs, out, np.array(first.scalars, dtype))
-    for n, chain in enumerate(chains):
-        ops = chain.chain
-        ops[-1].results = (out[n * size:(n + 1) * size].reshape(shape),)
-        for op in ops:
+        column = []
+        for group in groups:
+            a = group.args["X"][k]
+            value = read(a) if type(a) is tuple else a
+            if value is None or value.dtype != dtype or value.shape != shape:
+                for g in groups:    # (an input's kind was not what its producer said)
+                    _run_unfused(g)
+                return
+            column.append(value.reshape(-1))
+        columns.append(column[0] if len(column) == 1 else np.concatenate(column))
+    size = columns[0].size // len(groups) if columns else int(np.prod(shape))
+    outputs = [np.empty(size * len(groups), dtype) for _ in first.program[1]]
+    # each scalar rounded to the dtype once, as numpy rounds a Python float operand
+    fused.run_group(first.program, dtype, columns, outputs, np.array(first.scalars, dtype))
+    for g, group in enumerate(groups):
+        parts = [out[g * size:(g + 1) * size].reshape(shape) for out in outputs]
+        for op, stores in zip(group.members, group.stores):
+            if stores:
+                results = [None] * _output_count(op)
+                for n, k in stores:
+                    results[n] = parts[k]
+                op.results = tuple(results)
+        _done(group)
+
+
+def _run_unfused(group) -> None:
+    for op in group.members:
+        if op.plan is None:
+            op.run()
+        else:
+            op.results = invoke(op.plan, arrays_of(op), op.wants, op.names)
             op.args = None
-            op.users = None
-        chain.chain = chain.args = None
-        chain.results = ()
+    _done(group)
+
+
+def _done(group) -> None:
+    for op in group.members:
+        op.args = None
+        op.users = None
+    group.members = group.args = None
+    group.results = ()
+
+
+def _output_count(op) -> int:
+    return 1 if op.plan is None else len(op.plan.outputs)
 
 
 def fuse_chains(needed: list) -> list:
-    """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each
-    fusable chain of two or more ops replaced by one FusedChain."""
-    kinds = {}      # fusable op -> (shape, dtype)
-    readers = {}    # fusable op -> id of the one op that alone holds its output
-    for op in needed:   # (``_sole_reader`` counts references: nothing here may hold ``op`` yet)
-        kind = _kind(op)
-        if kind is not None:
-            reader = _sole_reader(op)
-            kinds[op] = kind
-            if reader is not None:
-                readers[op] = reader
-    if not readers:
+    """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each group
+    of two or more fusable ops replaced by one FusedGroup."""
+    needed.sort(key=_record_order)      # (a topological order: an op is made after its inputs)
+    nodes = []
+    found = False
+    for op in needed:   # (``_held`` counts references: nothing here may hold an op yet)
+        node = _node(op)
+        if node is not None:
+            found = True
+            node = (*node, _held(op))
+        nodes.append(node)
+    op = None
+    if not found:
         return needed
-    by_id = {id(op): op for op in kinds}
-    following = {}
-    has_previous = set()    # (a chain is a line: of two ops read only by one, one joins it)
-    for op, reader in readers.items():
-        user = by_id.get(reader)
-        if user is not None and kinds[user] == kinds[op] and user not in has_previous:
-            following[op] = user
-            has_previous.add(user)
-    if not following:
+    groups = _groups(needed, nodes)
+    if not groups:
         return needed
+    if not _flags.flags["FLAGS_lazy_batching"]:
+        # run in record order: a group runs at its last member's place, so no op outside it
+        # may read a member's output before that
+        groups = [g for g in groups if _in_order(needed, g)]
     fused = set()
-    chains = []
-    for op in following:
-        if op in has_previous:
-            continue
-        chain = [op]
-        while chain[-1] in following:
-            chain.append(following[chain[-1]])
-        chains.append(_fused(chain, kinds[op]))
-        fused.update(chain)
-    return [op for op in needed if op not in fused] + chains
+    made = []
+    for members in groups:
+        made.append(_fused([needed[i] for i in members], [nodes[i] for i in members]))
+        fused.update(members)
+    return [op for i, op in enumerate(needed) if i not in fused] + made
 
 
-def _kind(op):
-    """(shape, dtype) of a fusable op's output, else None."""
-    plan = op.plan
-    if plan is None or op.wants is not None or op.dests is not None or op.batch is not None:
-        return None
-    fixed = _plan_kinds.get(plan, _UNKNOWN)
-    if fixed is _UNKNOWN:
-        fixed = _plan_kind(plan)
-    if fixed is None:
-        return None
-    kind, slots, numpy_dtype = fixed
-    args = op.args
-    for slot in slots:      # (ScaleTensor and BiasTensor: the scale op refuses them)
-        a = args[slot]
-        t = type(a)
-        if t is tuple:
-            d = a[0].plan
-            if d is None or a[2] >= 0:
-                return None
-            out = _plan_kinds.get(d, _UNKNOWN)
-            if out is _UNKNOWN:
-                out = _plan_kind(d)
-            out = _output_kind(d, a[1]) if out is None else out[0] if a[1] == 0 else None
-            if out != kind:
-                return None
-        elif t is not np.ndarray or a.shape != kind[0] or a.dtype != numpy_dtype:
-            return None
-    return kind
+def _groups(needed: list, nodes: list) -> list:
+    """Lists of positions in ``needed`` (each in record order) of the groups of two or more."""
+    position = {id(op): i for i, op in enumerate(needed)}
+    level = [0] * len(needed)
+    group_of = [None] * len(needed)
+    for i, op in enumerate(needed):
+        node = nodes[i]
+        kind = node[0] if node is not None else None
+        top = 0
+        joins = []
+        for a in op.args.values():
+            for r in (a if type(a) is list else (a,)):
+                if type(r) is not tuple or r[0].results is not None:
+                    continue
+                j = position.get(id(r[0]))
+                if j is None:
+                    continue
+                other = nodes[j]
+                if kind is not None and other is not None and other[0] == kind:
+                    joins.append(j)
+                    at = level[j]
+                else:
+                    at = level[j] + 1
+                if at > top:
+                    top = at
+        level[i] = top
+        for j in joins:
+            if level[j] != top:
+                continue
+            mine, theirs = group_of[i], group_of[j]
+            if theirs is None:
+                theirs = group_of[j] = [j]
+            if mine is None:
+                theirs.append(i)
+                group_of[i] = theirs
+            elif mine is not theirs:
+                small, large = (mine, theirs) if len(mine) < len(theirs) else (theirs, mine)
+                large += small
+                for k in small:
+                    group_of[k] = large
+    groups, seen = [], set()
+    for g in group_of:
+        if g is not None and id(g) not in seen:
+            seen.add(id(g))
+            g.sort()
+            groups.append(g)
+    return groups
 
+
+def _in_order(needed: list, members: list) -> bool:
+    inside = {id(needed[i]) for i in members}
+    last = needed[members[-1]].order
+    return all(u.order > last for i in members for u in needed[i].users if id(u) not in inside)
+
+
+# ---- which ops can join, and what each computes ----
 
 _UNKNOWN = object()
-_plan_kinds: dict = {}  # plan -> ((shape, dtype), input slots, numpy dtype), None if not fusable
+_templates: dict = {}   # plan -> (expressions, slots they read, fixed output kind), or None
 
 
-def _plan_kind(plan):
-    """What of ``_kind`` its plan fixes (computed once per plan)."""
-    if len(_plan_kinds) >= 4096:
-        _plan_kinds.clear()
-    fixed = None
-    entry = _FORMULAS.get(plan.info.type)
-    if entry is not None and type(plan.place) is CPUPlace and len(plan.outputs) == 1:
-        kind = _output_kind(plan, 0)
-        if kind is not None:
-            fixed = (kind, entry[1], dtypes.to_numpy(kind[1]))
-    _plan_kinds[plan] = fixed
-    return fixed
+def _node(op):
+    """``((shape, dtype), expressions per output slot)`` of a fusable op, else None."""
+    plan = op.plan
+    if plan is None:
+        return _accumulation_node(op)
+    template = _templates.get(plan, _UNKNOWN)
+    if template is _UNKNOWN:
+        template = _template(plan, op.wants)
+    if template is None:
+        return None
+    expressions, leaves, kind = template
+    shapes = op.shapes
+    if shapes is not None:      # a grad op: its plan has no output specs
+        kind = None
+        for n, e in enumerate(expressions):
+            if e is not None:
+                shape = shapes.get((n, -1))
+                if shape is None or kind is not None and shape != kind[0]:
+                    return None
+                kind = (shape, plan.dtype)
+        if not _valid(kind):
+            return None
+    elif kind is None:
+        return None
+    shape = kind[0]
+    numpy_dtype = dtypes.to_numpy(kind[1])
+    for slot, a in op.args.items():
+        t = type(a)
+        if slot in leaves:
+            if t is tuple:
+                if _kind_of(a) != kind:
+                    return None
+            elif t is not np.ndarray or a.shape != shape or a.dtype != numpy_dtype:
+                return None
+        elif a is not None and (t is not ShapeOnly or a.shape != shape):
+            return None     # (ScaleTensor, BiasTensor: the scale op refuses them)
+    return kind, expressions
 
 
-def _output_kind(plan, n: int):
-    """(shape, dtype) of output slot ``n`` of ``plan`` when it is one floating array of known,
-    non-empty shape."""
+def _template(plan, wants):
+    """What of ``_node`` its plan fixes (computed once per plan)."""
+    if len(_templates) >= 4096:
+        _templates.clear()
+    template = None
+    kind = plan.info.type
+    expressions = _EXPRESSIONS.get(kind)
+    if kind == "scale":
+        attrs = plan.attrs
+        factor, bias, mode = _scale_scalars(attrs["scale"], attrs["bias"],
+                                            attrs["bias_after_scale"])
+        expressions = (_f("scaled", "X", scalars=(factor, bias), literals=(mode,)),)
+    if expressions is not None and type(plan.place) is CPUPlace:
+        if wants is not None:
+            expressions = tuple(e if name in wants else None
+                                for e, name in zip(expressions, plan.info.output_names))
+        leaves = set()
+        for e in expressions:
+            _leaves(e, leaves)
+        if leaves:
+            template = (expressions, leaves, _fixed_kind(plan))
+    _templates[plan] = template
+    return template
+
+
+def _leaves(e, into: set) -> None:
+    if type(e) is str:
+        into.add(e)
+    elif e is not None:
+        for o in e[1]:
+            _leaves(o, into)
+
+
+def _fixed_kind(plan):
+    """(shape, dtype) of a forward plan's one output from its specs (None for a grad plan,
+    whose ops carry their shapes)."""
+    if len(plan.outputs) != 1 or not plan.outputs[0][2]:
+        return None
+    kind = _spec_kind(plan, 0)
+    return kind if _valid(kind) else None
+
+
+def _spec_kind(plan, n: int):
     specs = plan.outputs[n][2]
     if not specs or len(specs) != 1:
         return None
-    shape, dtype = specs[0]
-    if dtype not in _DTYPES or not shape or -1 in shape:
-        return None
-    return shape, dtype
+    return specs[0]
 
 
-def _sole_reader(op):
-    """The id of the one op that reads ``op``'s output, once, if nothing else holds it (else
-    None): the ref tuple in that op's arguments is held by those arguments alone, and ``op`` only
-    by that tuple, the execution's list and its producers' ``users`` entries (a Variable still
-    holding the output, a backward handle keeping it, a request for it or a pending op outside
-    this execution reading it all add a reference)."""
-    users = op.users
-    if len(users) != 1:
+def _valid(kind) -> bool:
+    """Whether a fused loop handles (shape, dtype): a floating array of known, non-empty
+    shape."""
+    return kind is not None and kind[1] in _DTYPES and bool(kind[0]) and -1 not in kind[0]
+
+
+def _kind_of(ref):
+    """(shape, dtype) of the op output ``ref`` refers to (None if unknown, or a part a batch
+    summed into another op's part)."""
+    op, n, j = ref
+    if j >= 0 or op.batch is not None and n in op.batch[1]:
         return None
-    user = users[0]
-    ref = None
-    for a in user.args.values():
+    shapes, plan = op.shapes, op.plan
+    if shapes is None:
+        return _spec_kind(plan, n) if plan is not None else None
+    if plan is not None:
+        return (shapes.get((n, -1)), plan.dtype)
+    return (shapes.get((n, -1)), op.kind[3]) if op.kind is not None else None
+
+
+_sums: dict = {}
+
+
+def _accumulation_node(op):
+    """An Accumulation's node: its parts added in arrival order, as it adds them."""
+    kind = op.kind
+    if kind is None or kind[0] != "accumulation" or kind[4] is not np:
+        return None
+    kind = (kind[2], kind[3])
+    if not _valid(kind):
+        return None
+    shape, numpy_dtype = kind[0], dtypes.to_numpy(kind[1])
+    parts = op.args["X"]
+    for a in parts:
         t = type(a)
         if t is tuple:
-            if a[0] is op:
-                if ref is not None:
-                    return None     # (read twice)
-                ref = a
-        elif t is list:
-            for r in a:
+            if _kind_of(a) != kind:
+                return None
+        elif t is not np.ndarray or a.shape != shape or a.dtype != numpy_dtype:
+            return None
+    count = len(parts)
+    expression = _sums.get(count)
+    if expression is None:
+        expression = 0
+        for k in range(1, count):
+            expression = _f("add", expression, k)
+        expression = _sums[count] = (expression,)
+    return kind, expression
+
+
+def _held(op) -> int:
+    """A bit per output slot of ``op`` that something other than the args of its readers in
+    this execution holds (every bit when something holds ``op`` through a ref those args do
+    not have)."""
+    refs, counts, seen = [], [], []
+    for user in op.users:
+        if user in seen:
+            continue
+        seen.append(user)
+        for a in user.args.values():
+            for r in (a if type(a) is list else (a,)):
                 if type(r) is tuple and r[0] is op:
-                    return None     # (a list slot: not fused)
-    a = r = None    # (the loop's last values: no extra references to count)
-    if ref is None:
-        return None
-    # the user's args dict, ``ref``, getrefcount's argument
-    if sys.getrefcount(ref) != 3:
-        return None
-    del ref
-    # the execution's list, fuse_chains' loop variable, this parameter, getrefcount's
-    # argument, and each producer's ``users`` entry (``waiting`` of them)
-    if sys.getrefcount(op) != 5 + op.waiting:
-        return None
-    return id(user)
+                    for k, known in enumerate(refs):
+                        if known is r:
+                            counts[k] += 1
+                            break
+                    else:
+                        refs.append(r)
+                        counts.append(1)
+    user = a = r = known = seen = None     # (no references but the ones counted)
+    held = 0
+    for k in range(len(refs)):
+        # its occurrences in readers' args, ``refs``, getrefcount's argument
+        if sys.getrefcount(refs[k]) != counts[k] + 2:
+            held |= 1 << refs[k][1]
+    # ``needed``, fuse_chains' loop variable, this parameter, getrefcount's argument, each
+    # producer's ``users`` entry (``waiting`` of them) and each ref tuple
+    if sys.getrefcount(op) != 4 + op.waiting + len(refs):
+        held = -1
+    return held
 
 
-def _fused(chain: list, kind) -> FusedChain:
-    shape, dtype = kind
-    members = set(chain)
-    inputs, steps, scalars = [], [], []
-    previous = None
-    for op in chain:
-        formula, slots = _FORMULAS[op.plan.info.type]
-        operands = []
-        for slot in slots:
-            a = op.args[slot]
-            if type(a) is tuple and a[0] is previous:
-                operands.append("v")
-            else:
-                operands.append(len(inputs))
-                inputs.append(a)
-        count, literals = 0, ()
-        if formula == "scaled":
-            attrs = op.plan.attrs
-            factor, bias, mode = _scale_scalars(attrs["scale"], attrs["bias"],
-                                                attrs["bias_after_scale"])
-            scalars += factor, bias
-            count, literals = 2, (mode,)
-        steps.append((formula, tuple(operands), count, literals))
-        previous = op
-    fused = FusedChain(chain, inputs, tuple(steps), tuple(scalars), shape,
-                       dtypes.to_numpy(dtype))     # (the values cast to the dtype when run)
+# ---- one group as one program ----
+
+def _fused(members: list, nodes: list) -> FusedGroup:
+    """The FusedGroup of ``members`` (in record order) with their ``nodes``; the producers of
+    its inputs and the readers of its outputs are rewired to it."""
+    inside = {id(m) for m in members}
+    values = {}     # (id(member), output slot) -> operand
+    inputs, input_at = [], {}
+    steps, scalars = [], []
+
+    def operand(a):
+        if type(a) is tuple:
+            key = (id(a[0]), a[1])
+            found = values.get(key)
+            if found is not None:
+                return found
+        else:
+            key = id(a)
+        found = input_at.get(key)
+        if found is None:
+            found = input_at[key] = ("in", len(inputs))
+            inputs.append(a)
+        return found
+
+    def emit(e, args):
+        if type(e) is str:
+            return operand(args[e])
+        if type(e) is int:
+            return operand(args["X"][e])
+        formula, operands, given, literals = e
+        operands = tuple(emit(o, args) for o in operands)
+        steps.append((formula, operands, len(given), literals))
+        scalars.extend(given)
+        return ("v", len(steps) - 1)
+
+    for m, node in zip(members, nodes):
+        for n, e in enumerate(node[1]):
+            if e is not None:
+                values[(id(m), n)] = emit(e, m.args)
+    outputs, output_at, stores, readers = [], {}, [], []
+    for m, node in zip(members, nodes):
+        stored = node[2]
+        for user in m.users:
+            if id(user) not in inside:
+                readers.append(user)
+                for a in user.args.values():
+                    for r in (a if type(a) is list else (a,)):
+                        if type(r) is tuple and r[0] is m:
+                            stored |= 1 << r[1]
+        where = []
+        for n, e in enumerate(node[1]):
+            if e is not None and stored >> n & 1:
+                o = values[(id(m), n)]
+                k = output_at.get(o)
+                if k is None:
+                    k = output_at[o] = len(outputs)
+                    outputs.append(o)
+                where.append((n, k))
+        stores.append(tuple(where))
+    kind = nodes[0][0]
+    group = FusedGroup(members, inputs, (tuple(steps), tuple(outputs)), tuple(scalars), kind[0],
+                       dtypes.to_numpy(kind[1]), stores)
     waiting = 0
+    rewired = set()
     for a in inputs:
-        if type(a) is tuple and a[0].results is None:
+        if type(a) is tuple and a[0].results is None and id(a[0]) not in rewired:
+            rewired.add(id(a[0]))
             users = a[0].users
             for k, user in enumerate(users):
-                if user in members:
-                    users[k] = fused
-                    break
-            waiting += 1
-    fused.waiting = waiting
-    fused.users = chain[-1].users
-    return fused
+                if id(user) in inside:
+                    users[k] = group
+                    waiting += 1
+    group.waiting = waiting
+    group.users = readers
+    return group
 
 
 def _scale_scalars(scale: float, bias: float, bias_after_scale: bool) -> tuple:
