@@ -8,11 +8,15 @@ outputs and inputs of one shape and floating dtype. A group is a DAG, not only a
 grad ops of ``y = x * w`` give dX and dY from one dOut, and forward values feed both the next
 forward op and the grad ops that read them.
 
-Which ops form a group: every pending op gets a *level*, the largest number of *barriers*
-(an edge from or to an op that cannot join, or between ops of different shapes or dtypes) on a
-path into it. Ops of one level joined by an edge without a barrier form one group. No path
-leaves a group and comes back (it would cross a barrier and arrive a level higher), so a group
-can run as one op, and the groups and the other ops still form a DAG.
+Which ops form a group: every pending op gets a *level*, the largest number of *barriers* on
+a path into it, a barrier being an edge into an op that cannot join or between fusable ops of
+different shapes or dtypes. Ops of one level joined by an edge between fusable ops of one kind
+form one group. No path leaves a group and comes back (it would enter a barrier and arrive a
+level higher), so a group runs as one op, and the groups and the other ops still form a DAG.
+An edge out of an op that cannot join is no barrier: such an op reached from no group member
+(``reduce_sum_grad``, which reads only its input's shape) does not split what follows it from
+what precedes, so a forward chain and the grad ops that read its values run as one loop, and
+values only the grad ops read never leave registers.
 
 What a group stores: an output read by an op outside the group, or held by anything else (a
 Variable, a backward handle keeping it for a gradient, a request for it, a pending op outside
@@ -181,7 +185,35 @@ def fuse_chains(needed: list) -> list:
     for members in groups:
         made.append(_fused([needed[i] for i in members], [nodes[i] for i in members]))
         fused.update(members)
+    _rewire(made)
     return [op for i, op in enumerate(needed) if i not in fused] + made
+
+
+def _rewire(made: list) -> None:
+    """The scheduler's ``waiting`` and ``users`` for the groups ``made``: a group waits for
+    each argument of a member that an op outside it makes (as the member did), and is the
+    user, in place of its members, of the ops and groups that make them."""
+    group_of = {id(m): group for group in made for m in group.members}
+    producers = {}
+    for group in made:
+        waiting, readers = 0, []
+        for m in group.members:
+            waiting += m.waiting
+            for user in m.users:
+                other = group_of.get(id(user))
+                if other is group:
+                    waiting -= 1
+                else:
+                    readers.append(user if other is None else other)
+            for a in m.args.values():
+                for r in (a if type(a) is list else (a,)):
+                    if type(r) is tuple and r[0].results is None and \
+                            id(r[0]) not in group_of:
+                        producers[id(r[0])] = r[0]
+        group.waiting = waiting
+        group.users = readers
+    for op in producers.values():
+        op.users = [group_of.get(id(user), user) for user in op.users]
 
 
 def _groups(needed: list, nodes: list) -> list:
@@ -202,11 +234,12 @@ def _groups(needed: list, nodes: list) -> list:
                 if j is None:
                     continue
                 other = nodes[j]
-                if kind is not None and other is not None and other[0] == kind:
-                    joins.append(j)
-                    at = level[j]
+                if kind is None or other is not None and other[0] != kind:
+                    at = level[j] + 1       # (into a barrier)
                 else:
-                    at = level[j] + 1
+                    at = level[j]
+                    if other is not None:
+                        joins.append(j)
                 if at > top:
                     top = at
         level[i] = top
@@ -271,15 +304,18 @@ def _node(op):
         return None
     shape = kind[0]
     numpy_dtype = dtypes.to_numpy(kind[1])
-    for slot, a in op.args.items():
+    for slot, a in op.args.items():     # (those not read too: no broadcasting anywhere)
         t = type(a)
-        if slot in leaves:
-            if t is tuple:
-                if _kind_of(a) != kind:
-                    return None
-            elif t is not np.ndarray or a.shape != shape or a.dtype != numpy_dtype:
+        if t is tuple:
+            if _kind_of(a) != kind:
                 return None
-        elif a is not None and (t is not ShapeOnly or a.shape != shape):
+        elif t is np.ndarray:
+            if a.shape != shape or a.dtype != numpy_dtype:
+                return None
+        elif t is ShapeOnly and slot not in leaves:
+            if a.shape != shape:
+                return None
+        elif a is not None:
             return None     # (ScaleTensor, BiasTensor: the scale op refuses them)
     return kind, expressions
 
@@ -418,8 +454,7 @@ def _held(op) -> int:
 # ---- one group as one program ----
 
 def _fused(members: list, nodes: list) -> FusedGroup:
-    """The FusedGroup of ``members`` (in record order) with their ``nodes``; the producers of
-    its inputs and the readers of its outputs are rewired to it."""
+    """The FusedGroup of ``members`` (in record order) with their ``nodes``."""
     inside = {id(m) for m in members}
     values = {}     # (id(member), output slot) -> operand
     inputs, input_at = [], {}
@@ -454,12 +489,11 @@ def _fused(members: list, nodes: list) -> FusedGroup:
         for n, e in enumerate(node[1]):
             if e is not None:
                 values[(id(m), n)] = emit(e, m.args)
-    outputs, output_at, stores, readers = [], {}, [], []
+    outputs, output_at, stores = [], {}, []
     for m, node in zip(members, nodes):
         stored = node[2]
         for user in m.users:
             if id(user) not in inside:
-                readers.append(user)
                 for a in user.args.values():
                     for r in (a if type(a) is list else (a,)):
                         if type(r) is tuple and r[0] is m:
@@ -475,21 +509,8 @@ def _fused(members: list, nodes: list) -> FusedGroup:
                 where.append((n, k))
         stores.append(tuple(where))
     kind = nodes[0][0]
-    group = FusedGroup(members, inputs, (tuple(steps), tuple(outputs)), tuple(scalars), kind[0],
-                       dtypes.to_numpy(kind[1]), stores)
-    waiting = 0
-    rewired = set()
-    for a in inputs:
-        if type(a) is tuple and a[0].results is None and id(a[0]) not in rewired:
-            rewired.add(id(a[0]))
-            users = a[0].users
-            for k, user in enumerate(users):
-                if id(user) in inside:
-                    users[k] = group
-                    waiting += 1
-    group.waiting = waiting
-    group.users = readers
-    return group
+    return FusedGroup(members, inputs, (tuple(steps), tuple(outputs)), tuple(scalars), kind[0],
+                      dtypes.to_numpy(kind[1]), stores)
 
 
 def _scale_scalars(scale: float, bias: float, bias_after_scale: bool) -> tuple:

@@ -13,10 +13,19 @@ from tape.kernels import fused
 from tape.pending import settle_all
 
 
+class Calls(list):
+    stored: list
+
+    def __init__(self):
+        super().__init__()
+        self.stored = []
+
+
 @pytest.fixture
 def kernel_calls(monkeypatch):
-    """What lazy execution runs, in order: op types of single kernels, "fused" per loop."""
-    calls = []
+    """What lazy execution runs, in order: op types of single kernels, "fused" per loop
+    (``calls.stored`` lists how many arrays each loop wrote)."""
+    calls = Calls()
     invoke, run_group = batching.invoke, fused.run_group
 
     def counting(plan, arrays, wants=None, names=None):
@@ -25,6 +34,7 @@ def kernel_calls(monkeypatch):
 
     def counting_group(program, dtype, inputs, outputs, scalars):
         calls.append("fused")
+        calls.stored.append(len(outputs))
         return run_group(program, dtype, inputs, outputs, scalars)
     monkeypatch.setattr(batching, "invoke", counting)
     monkeypatch.setattr(fused, "run_group", counting_group)
@@ -242,3 +252,171 @@ def test_random_chains_with_kept_values_equal_eager_bit_for_bit(kernel_calls, se
     assert "fused" in kernel_calls
     for e, z in zip(eager, lazy):
         np.testing.assert_array_equal(z, e)
+
+
+# ---- backward: grad ops and gradient sums fused ----
+
+def grads_of(build, inputs, lazy=True):
+    """The gradients of reduce_sum(build(*inputs)) with respect to ``inputs`` (each a fresh
+    Variable that wants a gradient), with the tape lazy or eager."""
+    xs = [Variable(x.value().copy(), stop_gradient=False) for x in inputs]
+    with tape.lazy() if lazy else contextlib.nullcontext():
+        tape.reset_global_tape()
+        ops.reduce_sum(build(*xs), reduce_all=True).backward()
+    return [x.grad.value() for x in xs]
+
+
+def all_steps(x, c):
+    """Every exact step and its gradient, x and c each read several times (their gradients
+    are sums of several parts), with no gradient NaN or infinite."""
+    y = x * 1.0001 + 0.25
+    y = ops.scale(y, scale=3.0, bias=-0.5, bias_after_scale=False)
+    y = ops.scale(y, scale=0.7, bias=0.125)
+    y = ops.elementwise_sub(c, ops.elementwise_add(y, c))
+    y = ops.elementwise_div(ops.elementwise_mul(y, c), c + 3.0)
+    y = ops.relu(y + 0.5) + ops.relu(ops.scale(y, scale=-1.0, bias=-0.25))
+    y = ops.sqrt(ops.square(y) + 1.0)
+    y = ops.elementwise_mul(y, x) + ops.elementwise_div(x, c + 3.0)
+    return ops.sqrt(ops.elementwise_sub(y, x) * y + 5.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_runs_as_one_loop_bit_for_bit_as_unfused_and_eager(kernel_calls, dtype):
+    x, c = data((3, 5), dtype), data((3, 5), dtype, seed=1)
+    eager = grads_of(all_steps, (x, c), lazy=False)
+    fused_grads = grads_of(all_steps, (x, c))
+    # the loss's gradient (which reads only its input's shape), then the 24 forward ops, and
+    # the grad ops and gradient sums of all of them, in one loop
+    assert kernel_calls == ["reduce_sum_grad", "fused"]
+    del kernel_calls[:]
+    with flags(FLAGS_lazy_fusion=False):
+        unfused = grads_of(all_steps, (x, c))
+    assert "fused" not in kernel_calls and kernel_calls.count("elementwise_mul_grad") == 3
+    for f, u, e in zip(fused_grads, unfused, eager):
+        assert f.dtype == dtype and np.isfinite(f).all()
+        np.testing.assert_array_equal(f, u)
+        np.testing.assert_array_equal(f, e)
+
+
+def test_libm_gradients_match_within_float_rounding(kernel_calls):
+    x = data((4, 8), seed=2)
+
+    def build(x):
+        return ops.tanh(ops.log(ops.exp(ops.sigmoid(x * 2.0)) + 1.0)) * x
+    fused_grad, = grads_of(build, (x,))
+    assert kernel_calls == ["reduce_sum_grad", "fused"]
+    eager, = grads_of(build, (x,), lazy=False)
+    np.testing.assert_allclose(fused_grad, eager, rtol=1e-6, atol=0)
+
+
+def test_mul_grad_gives_both_gradients_from_one_loop(kernel_calls):
+    """A grad op with two outputs: dX and dY of x * w (and of relu's input) come from one
+    pass, each stored for its leaf."""
+    x, w = data((2, 6), seed=3, low=-1.0), data((2, 6), seed=4)
+
+    def build(x, w):
+        return ops.relu(ops.elementwise_mul(x, w)) * 0.5
+    got = grads_of(build, (x, w))
+    # x * w, relu, * 0.5 and their grads in one loop, which stores the two leaves' gradients
+    # and the value the pending loss reads (its Variable lives while backward runs)
+    assert kernel_calls == ["reduce_sum_grad", "fused"] and kernel_calls.stored == [3]
+    for g, e in zip(got, grads_of(build, (x, w), lazy=False)):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_a_gradient_sum_fuses_and_a_leafs_grad_is_stored(kernel_calls):
+    """x read four times: its gradient is a sum of four parts, computed in the loop; the
+    sum is the leaf's .grad, never skipped, and a value the user keeps is stored too."""
+    x = data((3, 4), seed=5)
+    xs = Variable(x.value().copy(), stop_gradient=False)
+    with tape.lazy():
+        tape.reset_global_tape()
+        kept = ops.sqrt(xs * 3.0)
+        y = ops.elementwise_mul(kept, xs) + ops.square(xs) - xs
+        ops.reduce_sum(y, reduce_all=True).backward()
+        # x * 3, sqrt (which the grad ops read) and backward in one loop, storing x's
+        # gradient and ``kept`` (the user holds it); no gradient reads y, which stays pending
+        assert kernel_calls == ["reduce_sum_grad", "fused"] and kernel_calls.stored == [2]
+        assert y._lazy[0].results is None
+        got, kept_value = xs.grad.value(), kept.value()
+    assert kernel_calls == ["reduce_sum_grad", "fused"]     # (both were stored)
+    eager = Variable(x.value().copy(), stop_gradient=False)
+    tape.reset_global_tape()
+    kept_eager = ops.sqrt(eager * 3.0)
+    ops.reduce_sum(ops.elementwise_mul(kept_eager, eager) + ops.square(eager) - eager,
+                   reduce_all=True).backward()
+    np.testing.assert_array_equal(kept_value, kept_eager.value())
+    np.testing.assert_array_equal(got, eager.grad.value())
+
+
+def test_backward_loops_are_compiled_once_and_reused_across_iterations(kernel_calls):
+    """Training iterations on fresh tapes: the loop of forward and backward compiles on the
+    first and is reused after, with other parameter values and other scale factors; the
+    parameters train as eager Tape trains them."""
+    rng = np.random.default_rng(6)
+    start = [rng.uniform(0.5, 1.5, (4, 4)).astype(np.float32),
+             rng.uniform(-0.5, 0.5, (4, 4)).astype(np.float32)]
+    x = data((4, 4), seed=7)
+
+    def train(lazy):
+        w, b = (Variable(a.copy(), stop_gradient=False) for a in start)
+        for step in range(4):
+            with tape.lazy() if lazy else contextlib.nullcontext():
+                tape.reset_global_tape()
+                w.grad = b.grad = None
+                h = ops.sqrt(ops.square(ops.elementwise_mul(x, w) + b) + 1.0)
+                loss = ops.reduce_sum(ops.square(h - x * (1.0 + step)), reduce_all=True)
+                loss.backward()
+                for p in (w, b):    # an SGD step, eager
+                    p._value = p.value() - 0.1 * p.grad.value()
+            if step == 0:
+                compiled = fused.compilations
+        assert fused.compilations == compiled
+        return w.value(), b.value()
+    trained = train(lazy=True)
+    assert kernel_calls == ["reduce_sum_grad", "fused"] * 4
+    for got, eager in zip(trained, train(lazy=False)):
+        np.testing.assert_array_equal(got, eager)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_graphs_backward_equals_eager_bit_for_bit(kernel_calls, seed):
+    """Random DAGs of the exact steps over three inputs that want gradients, intermediates
+    read several times: fused lazy gradients equal eager Tape's."""
+    rng = np.random.default_rng(100 + seed)
+    dtype = (np.float32, np.float64)[seed % 2]
+    inputs = [data((2, 3), dtype, seed=seed * 10 + k, low=0.5) for k in range(3)]
+    steps = [(int(rng.integers(0, 8)), int(rng.integers(0, 100)), int(rng.integers(0, 3)),
+              float(rng.uniform(0.5, 2)), float(rng.choice([0.0, 0.3])))
+             for _ in range(20)]
+
+    def build(*xs):
+        values = list(xs)
+        for kind, pick, other, factor, bias in steps:
+            a, c = values[pick % len(values)], xs[other]
+            if kind == 0:
+                y = ops.scale(a, scale=factor, bias=bias)
+            elif kind == 1:
+                y = ops.elementwise_add(a, c)
+            elif kind == 2:
+                y = ops.elementwise_sub(a, c)
+            elif kind == 3:
+                y = ops.elementwise_mul(a, c)
+            elif kind == 4:
+                y = ops.elementwise_div(a, ops.square(c) + 1.0)
+            elif kind == 5:
+                y = ops.relu(a - 1.0)
+            elif kind == 6:
+                y = ops.sqrt(ops.square(a) + 1.0)
+            else:
+                y = ops.elementwise_mul(a, a) * 0.25
+            values.append(y)
+        total = values[3]
+        for v in values[4:]:
+            total = total + v
+        return total
+
+    got = grads_of(build, inputs)
+    assert kernel_calls[-1] == "fused" and "elementwise_mul_grad" not in kernel_calls
+    for g, e in zip(got, grads_of(build, inputs, lazy=False)):
+        np.testing.assert_array_equal(g, e)
