@@ -75,6 +75,13 @@ _EXPRESSIONS = {
     "elementwise_div_grad": (_f("divide", _D, "Y"),
                              _f("divide", _f("multiply", _f("negative", _D), "Out"), "Y")),
 }
+# The forward ops whose loop step calls libm where the unfused kernel calls numpy's
+# vectorised function (the two may differ in the last bit). Such an op joins a group only where
+# its value is private, as in a chain: read by one op, held by nothing else. A value anything
+# else can see, and so every forward value a gradient reads (sigmoid_grad reads Out), is
+# numpy's, as eager Tape computes it: training an LSTM lazily gives eager's gradients bit for
+# bit.
+_LIBM = {"exp", "log", "tanh", "sigmoid"}
 _DTYPES = (dtypes.FP32, dtypes.FP64)
 _record_order = operator.attrgetter("order")
 
@@ -167,8 +174,13 @@ def fuse_chains(needed: list) -> list:
     for op in needed:   # (``_held`` counts references: nothing here may hold an op yet)
         node = _node(op)
         if node is not None:
-            found = True
-            node = (*node, _held(op))
+            kind, expressions, libm = node
+            held = _held(op)
+            if libm and (held or len(op.users) != 1):
+                node = None     # (see _LIBM)
+            else:
+                found = True
+                node = (kind, expressions, held)
         nodes.append(node)
     op = None
     if not found:
@@ -217,15 +229,21 @@ def _rewire(made: list) -> None:
 
 
 def _groups(needed: list, nodes: list) -> list:
-    """Lists of positions in ``needed`` (each in record order) of the groups of two or more."""
+    """Lists of positions in ``needed`` (each in record order) of the groups of two or more.
+
+    Levels are first the lowest each op can have (over its producers, in record order), then
+    raised as far as its readers allow (in reverse): an op that only feeds a group a level up
+    (the gradient of a loss's last scale, read by grad ops that also read forward values)
+    joins that group instead of running alone. Either way a barrier raises the level."""
     position = {id(op): i for i, op in enumerate(needed)}
-    level = [0] * len(needed)
-    group_of = [None] * len(needed)
+    count = len(needed)
+    level = [0] * count
+    producers = [None] * count  # per op: [(producer position, barrier 0 or 1, joins), ...]
     for i, op in enumerate(needed):
         node = nodes[i]
         kind = node[0] if node is not None else None
         top = 0
-        joins = []
+        edges = []
         for a in op.args.values():
             for r in (a if type(a) is list else (a,)):
                 if type(r) is not tuple or r[0].results is not None:
@@ -235,16 +253,29 @@ def _groups(needed: list, nodes: list) -> list:
                     continue
                 other = nodes[j]
                 if kind is None or other is not None and other[0] != kind:
-                    at = level[j] + 1       # (into a barrier)
+                    edges.append((j, 1, False))     # (into a barrier)
+                    at = level[j] + 1
                 else:
+                    edges.append((j, 0, other is not None))
                     at = level[j]
-                    if other is not None:
-                        joins.append(j)
                 if at > top:
                     top = at
         level[i] = top
-        for j in joins:
-            if level[j] != top:
+        producers[i] = edges
+    highest = [None] * count
+    for i in range(count - 1, -1, -1):
+        up = highest[i]
+        if up is not None and up > level[i]:
+            level[i] = up
+        at = level[i]
+        for j, barrier, _ in producers[i]:
+            up = highest[j]
+            if up is None or at - barrier < up:
+                highest[j] = at - barrier
+    group_of = [None] * count
+    for i in range(count):
+        for j, _, joins in producers[i]:
+            if not joins or level[j] != level[i]:
                 continue
             mine, theirs = group_of[i], group_of[j]
             if theirs is None:
@@ -279,7 +310,8 @@ _templates: dict = {}   # plan -> (expressions, slots they read, fixed output ki
 
 
 def _node(op):
-    """``((shape, dtype), expressions per output slot)`` of a fusable op, else None."""
+    """``((shape, dtype), expressions per output slot, whether it calls libm)`` of a fusable
+    op, else None."""
     plan = op.plan
     if plan is None:
         return _accumulation_node(op)
@@ -317,7 +349,7 @@ def _node(op):
                 return None
         elif a is not None:
             return None     # (ScaleTensor, BiasTensor: the scale op refuses them)
-    return kind, expressions
+    return kind, expressions, plan.info.type in _LIBM
 
 
 def _template(plan, wants):
@@ -416,7 +448,7 @@ def _accumulation_node(op):
         for k in range(1, count):
             expression = _f("add", expression, k)
         expression = _sums[count] = (expression,)
-    return kind, expression
+    return kind, expression, False
 
 
 def _held(op) -> int:
