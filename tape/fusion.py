@@ -2,7 +2,7 @@
 (``kernels/fused.py``).
 
 Before a lazy execution's scheduler runs (``tape.batching.run_ops``), groups are found among
-the pending ops it is given. An op can join one if it is a CPU op of ``_EXPRESSIONS`` (forward
+the pending ops it is given. An op can join one if it is a CPU op of ``fusion_steps`` (forward
 elementwise ops, their grad ops with equal shapes) or a gradient ``Accumulation``, all of its
 outputs and inputs of one shape and floating dtype. A group is a DAG, not only a chain: the
 grad ops of ``y = x * w`` give dX and dY from one dOut, and forward values feed both the next
@@ -45,44 +45,10 @@ import numpy as np
 from . import dtypes
 from . import flags as _flags
 from .dispatch import invoke
-from .pending import LazyOp, ShapeOnly, arrays_of, read
-from .place import CPUPlace
+from .fusion_steps import node as _node
+from .pending import LazyOp, arrays_of, read
 
 
-def _f(formula: str, *operands, scalars=(), literals=()) -> tuple:
-    return (formula, operands, scalars, literals)
-
-
-_D = "Out@GRAD"
-# op type -> per output slot, the expression of its value: an input slot's name (that input's
-# value itself: elementwise_add_grad passes Out@GRAD on), or (formula of kernels/formulas.py,
-# operand expressions, scalar arguments, literal arguments). Each is what the op's CPU kernel
-# computes, in its order of operations (sqrt_grad: ``dOut * 0.5 / Out``).
-_EXPRESSIONS = {
-    "elementwise_add": (_f("add", "X", "Y"),),
-    "elementwise_sub": (_f("subtract", "X", "Y"),),
-    "elementwise_mul": (_f("multiply", "X", "Y"),),
-    "elementwise_div": (_f("divide", "X", "Y"),),
-    **{t: (_f(t, "X"),) for t in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square")},
-    **{t: (_f(t, "Out", _D),) for t in ("relu_grad", "sigmoid_grad", "tanh_grad")},
-    "square_grad": (_f("square_grad", "X", _D),),
-    "exp_grad": (_f("multiply", _D, "Out"),),
-    "log_grad": (_f("divide", _D, "X"),),
-    "sqrt_grad": (_f("divide", _f("scaled", _D, scalars=(0.5, 0.0), literals=(0,)), "Out"),),
-    "elementwise_add_grad": (_D, _D),
-    "elementwise_sub_grad": (_D, _f("negative", _D)),
-    "elementwise_mul_grad": (_f("multiply", _D, "Y"), _f("multiply", _D, "X")),
-    "elementwise_div_grad": (_f("divide", _D, "Y"),
-                             _f("divide", _f("multiply", _f("negative", _D), "Out"), "Y")),
-}
-# The forward ops whose loop step calls libm where the unfused kernel calls numpy's
-# vectorised function (the two may differ in the last bit). Such an op joins a group only where
-# its value is private, as in a chain: read by one op, held by nothing else. A value anything
-# else can see, and so every forward value a gradient reads (sigmoid_grad reads Out), is
-# numpy's, as eager Tape computes it: training an LSTM lazily gives eager's gradients bit for
-# bit.
-_LIBM = {"exp", "log", "tanh", "sigmoid"}
-_DTYPES = (dtypes.FP32, dtypes.FP64)
 _record_order = operator.attrgetter("order")
 
 
@@ -177,7 +143,7 @@ def fuse_chains(needed: list) -> list:
             kind, expressions, libm = node
             held = _held(op)
             if libm and (held or len(op.users) != 1):
-                node = None     # (see _LIBM)
+                node = None     # (see fusion_steps.LIBM)
             else:
                 found = True
                 node = (kind, expressions, held)
@@ -303,182 +269,41 @@ def _in_order(needed: list, members: list) -> bool:
     return all(u.order > last for i in members for u in needed[i].users if id(u) not in inside)
 
 
-# ---- which ops can join, and what each computes ----
-
-_UNKNOWN = object()
-_templates: dict = {}   # plan -> (expressions, slots they read, fixed output kind), or None
-
-
-def _node(op):
-    """``((shape, dtype), expressions per output slot, whether it calls libm)`` of a fusable
-    op, else None."""
-    plan = op.plan
-    if plan is None:
-        return _accumulation_node(op)
-    template = _templates.get(plan, _UNKNOWN)
-    if template is _UNKNOWN:
-        template = _template(plan, op.wants)
-    if template is None:
-        return None
-    expressions, leaves, kind = template
-    shapes = op.shapes
-    if shapes is not None:      # a grad op: its plan has no output specs
-        kind = None
-        for n, e in enumerate(expressions):
-            if e is not None:
-                shape = shapes.get((n, -1))
-                if shape is None or kind is not None and shape != kind[0]:
-                    return None
-                kind = (shape, plan.dtype)
-        if not _valid(kind):
-            return None
-    elif kind is None:
-        return None
-    shape = kind[0]
-    numpy_dtype = dtypes.to_numpy(kind[1])
-    for slot, a in op.args.items():     # (those not read too: no broadcasting anywhere)
-        t = type(a)
-        if t is tuple:
-            if _kind_of(a) != kind:
-                return None
-        elif t is np.ndarray:
-            if a.shape != shape or a.dtype != numpy_dtype:
-                return None
-        elif t is ShapeOnly and slot not in leaves:
-            if a.shape != shape:
-                return None
-        elif a is not None:
-            return None     # (ScaleTensor, BiasTensor: the scale op refuses them)
-    return kind, expressions, plan.info.type in _LIBM
-
-
-def _template(plan, wants):
-    """What of ``_node`` its plan fixes (computed once per plan)."""
-    if len(_templates) >= 4096:
-        _templates.clear()
-    template = None
-    kind = plan.info.type
-    expressions = _EXPRESSIONS.get(kind)
-    if kind == "scale":
-        attrs = plan.attrs
-        factor, bias, mode = _scale_scalars(attrs["scale"], attrs["bias"],
-                                            attrs["bias_after_scale"])
-        expressions = (_f("scaled", "X", scalars=(factor, bias), literals=(mode,)),)
-    if expressions is not None and type(plan.place) is CPUPlace:
-        if wants is not None:
-            expressions = tuple(e if name in wants else None
-                                for e, name in zip(expressions, plan.info.output_names))
-        leaves = set()
-        for e in expressions:
-            _leaves(e, leaves)
-        if leaves:
-            template = (expressions, leaves, _fixed_kind(plan))
-    _templates[plan] = template
-    return template
-
-
-def _leaves(e, into: set) -> None:
-    if type(e) is str:
-        into.add(e)
-    elif e is not None:
-        for o in e[1]:
-            _leaves(o, into)
-
-
-def _fixed_kind(plan):
-    """(shape, dtype) of a forward plan's one output from its specs (None for a grad plan,
-    whose ops carry their shapes)."""
-    if len(plan.outputs) != 1 or not plan.outputs[0][2]:
-        return None
-    kind = _spec_kind(plan, 0)
-    return kind if _valid(kind) else None
-
-
-def _spec_kind(plan, n: int):
-    specs = plan.outputs[n][2]
-    if not specs or len(specs) != 1:
-        return None
-    return specs[0]
-
-
-def _valid(kind) -> bool:
-    """Whether a fused loop handles (shape, dtype): a floating array of known, non-empty
-    shape."""
-    return kind is not None and kind[1] in _DTYPES and bool(kind[0]) and -1 not in kind[0]
-
-
-def _kind_of(ref):
-    """(shape, dtype) of the op output ``ref`` refers to (None if unknown, or a part a batch
-    summed into another op's part)."""
-    op, n, j = ref
-    if j >= 0 or op.batch is not None and n in op.batch[1]:
-        return None
-    shapes, plan = op.shapes, op.plan
-    if shapes is None:
-        return _spec_kind(plan, n) if plan is not None else None
-    if plan is not None:
-        return (shapes.get((n, -1)), plan.dtype)
-    return (shapes.get((n, -1)), op.kind[3]) if op.kind is not None else None
-
-
-_sums: dict = {}
-
-
-def _accumulation_node(op):
-    """An Accumulation's node: its parts added in arrival order, as it adds them."""
-    kind = op.kind
-    if kind is None or kind[0] != "accumulation" or kind[4] is not np:
-        return None
-    kind = (kind[2], kind[3])
-    if not _valid(kind):
-        return None
-    shape, numpy_dtype = kind[0], dtypes.to_numpy(kind[1])
-    parts = op.args["X"]
-    for a in parts:
-        t = type(a)
-        if t is tuple:
-            if _kind_of(a) != kind:
-                return None
-        elif t is not np.ndarray or a.shape != shape or a.dtype != numpy_dtype:
-            return None
-    count = len(parts)
-    expression = _sums.get(count)
-    if expression is None:
-        expression = 0
-        for k in range(1, count):
-            expression = _f("add", expression, k)
-        expression = _sums[count] = (expression,)
-    return kind, expression, False
-
-
 def _held(op) -> int:
     """A bit per output slot of ``op`` that something other than the args of its readers in
     this execution holds (every bit when something holds ``op`` through a ref those args do
     not have)."""
-    refs, counts, seen = [], [], []
-    for user in op.users:
-        if user in seen:
-            continue
-        seen.append(user)
+    refs = []   # each occurrence of a ref to ``op`` in its readers' args
+    users = op.users
+    for user in users if len(users) < 2 else {id(u): u for u in users}.values():
         for a in user.args.values():
-            for r in (a if type(a) is list else (a,)):
-                if type(r) is tuple and r[0] is op:
-                    for k, known in enumerate(refs):
-                        if known is r:
-                            counts[k] += 1
-                            break
-                    else:
+            t = type(a)
+            if t is tuple:
+                if a[0] is op:
+                    refs.append(a)
+            elif t is list:
+                for r in a:
+                    if type(r) is tuple and r[0] is op:
                         refs.append(r)
-                        counts.append(1)
-    user = a = r = known = seen = None     # (no references but the ones counted)
+    user = a = r = None     # (no references but the ones counted)
     held = 0
-    for k in range(len(refs)):
-        # its occurrences in readers' args, ``refs``, getrefcount's argument
-        if sys.getrefcount(refs[k]) != counts[k] + 2:
-            held |= 1 << refs[k][1]
+    distinct = len(refs)
+    if distinct == 1:
+        # its occurrence in a reader's args and in ``refs``, getrefcount's argument
+        if sys.getrefcount(refs[0]) != 3:
+            held = 1 << refs[0][1]
+    elif distinct:
+        occurrences = {}
+        for r in refs:
+            occurrences[id(r)] = occurrences.get(id(r), 0) + 1
+        distinct = len(occurrences)
+        for r in refs:
+            if sys.getrefcount(r) != 2 * occurrences[id(r)] + 2:    # (+ the loop variable)
+                held |= 1 << r[1]
+        r = None
     # ``needed``, fuse_chains' loop variable, this parameter, getrefcount's argument, each
     # producer's ``users`` entry (``waiting`` of them) and each ref tuple
-    if sys.getrefcount(op) != 4 + op.waiting + len(refs):
+    if sys.getrefcount(op) != 4 + op.waiting + distinct:
         held = -1
     return held
 
@@ -487,53 +312,71 @@ def _held(op) -> int:
 
 def _fused(members: list, nodes: list) -> FusedGroup:
     """The FusedGroup of ``members`` (in record order) with their ``nodes``."""
-    inside = {id(m) for m in members}
-    values = {}     # (id(member), output slot) -> operand
+    index = {id(m): k for k, m in enumerate(members)}
+    values = []     # per member, the operand of each output slot (None: not computed)
     inputs, input_at = [], {}
     steps, scalars = [], []
-
-    def operand(a):
-        if type(a) is tuple:
-            key = (id(a[0]), a[1])
-            found = values.get(key)
-            if found is not None:
-                return found
-        else:
-            key = id(a)
-        found = input_at.get(key)
-        if found is None:
-            found = input_at[key] = ("in", len(inputs))
-            inputs.append(a)
-        return found
-
-    def emit(e, args):
-        if type(e) is str:
-            return operand(args[e])
-        if type(e) is int:
-            return operand(args["X"][e])
-        formula, operands, given, literals = e
-        operands = tuple(emit(o, args) for o in operands)
-        steps.append((formula, operands, len(given), literals))
-        scalars.extend(given)
-        return ("v", len(steps) - 1)
-
     for m, node in zip(members, nodes):
-        for n, e in enumerate(node[1]):
-            if e is not None:
-                values[(id(m), n)] = emit(e, m.args)
+        code, outs = node[1]
+        args = m.args
+        local = []
+        for formula, refs, given, literals in code:
+            operands = []
+            for where, x in refs:
+                if where == "t":
+                    operands.append(local[x])
+                    continue
+                a = args[x] if where == "s" else args["X"][x]
+                if type(a) is tuple:
+                    k = index.get(id(a[0]))
+                    if k is not None:
+                        operands.append(values[k][a[1]])
+                        continue
+                    key = (id(a[0]), a[1])
+                else:
+                    key = id(a)
+                found = input_at.get(key)
+                if found is None:
+                    found = input_at[key] = ("in", len(inputs))
+                    inputs.append(a)
+                operands.append(found)
+            local.append(("v", len(steps)))
+            steps.append((formula, tuple(operands), len(given), literals))
+            scalars += given
+        mine = []
+        for r in outs:
+            if r is None:
+                mine.append(None)
+            elif r[0] == "t":
+                mine.append(local[r[1]])
+            else:   # (an input passed on)
+                a = args[r[1]] if r[0] == "s" else args["X"][r[1]]
+                if type(a) is tuple and id(a[0]) in index:
+                    mine.append(values[index[id(a[0])]][a[1]])
+                else:
+                    key = (id(a[0]), a[1]) if type(a) is tuple else id(a)
+                    found = input_at.get(key)
+                    if found is None:
+                        found = input_at[key] = ("in", len(inputs))
+                        inputs.append(a)
+                    mine.append(found)
+        values.append(mine)
     outputs, output_at, stores = [], {}, []
-    for m, node in zip(members, nodes):
+    for m, node, mine in zip(members, nodes, values):
         stored = node[2]
         for user in m.users:
-            if id(user) not in inside:
+            if id(user) not in index:
                 for a in user.args.values():
-                    for r in (a if type(a) is list else (a,)):
-                        if type(r) is tuple and r[0] is m:
-                            stored |= 1 << r[1]
+                    if type(a) is tuple:
+                        if a[0] is m:
+                            stored |= 1 << a[1]
+                    elif type(a) is list:
+                        for r in a:
+                            if type(r) is tuple and r[0] is m:
+                                stored |= 1 << r[1]
         where = []
-        for n, e in enumerate(node[1]):
-            if e is not None and stored >> n & 1:
-                o = values[(id(m), n)]
+        for n, o in enumerate(mine):
+            if o is not None and stored >> n & 1:
                 k = output_at.get(o)
                 if k is None:
                     k = output_at[o] = len(outputs)
@@ -543,12 +386,3 @@ def _fused(members: list, nodes: list) -> FusedGroup:
     kind = nodes[0][0]
     return FusedGroup(members, inputs, (tuple(steps), tuple(outputs)), tuple(scalars), kind[0],
                       dtypes.to_numpy(kind[1]), stores)
-
-
-def _scale_scalars(scale: float, bias: float, bias_after_scale: bool) -> tuple:
-    """(factor, bias, mode) of ``formulas.scaled``, as ``kernels/cpu/math.scale`` computes."""
-    if bias == 0.0:
-        return scale, 0.0, 0
-    if not bias_after_scale:
-        bias *= scale
-    return scale, bias, 1 if scale == 1.0 else 2
