@@ -48,7 +48,6 @@ from .dispatch import invoke
 from .fusion_steps import node as _node
 from .pending import LazyOp, arrays_of, read
 
-
 _record_order = operator.attrgetter("order")
 
 
@@ -204,14 +203,22 @@ def _groups(needed: list, nodes: list) -> list:
     position = {id(op): i for i, op in enumerate(needed)}
     count = len(needed)
     level = [0] * count
-    producers = [None] * count  # per op: [(producer position, barrier 0 or 1, joins), ...]
+    producers = [()] * count   # per op: [(producer position, barrier 0 or 1), ...]
+    joins = []                  # (producer, reader) positions of fusable ops of one kind
     for i, op in enumerate(needed):
         node = nodes[i]
         kind = node[0] if node is not None else None
         top = 0
-        edges = []
+        edges = None
         for a in op.args.values():
-            for r in (a if type(a) is list else (a,)):
+            t = type(a)
+            if t is tuple:
+                refs = (a,)
+            elif t is list:
+                refs = a
+            else:
+                continue
+            for r in refs:
                 if type(r) is not tuple or r[0].results is not None:
                     continue
                 j = position.get(id(r[0]))
@@ -219,41 +226,45 @@ def _groups(needed: list, nodes: list) -> list:
                     continue
                 other = nodes[j]
                 if kind is None or other is not None and other[0] != kind:
-                    edges.append((j, 1, False))     # (into a barrier)
-                    at = level[j] + 1
+                    barrier = 1     # (into a barrier)
                 else:
-                    edges.append((j, 0, other is not None))
-                    at = level[j]
-                if at > top:
-                    top = at
+                    barrier = 0
+                    if other is not None:
+                        joins.append((j, i))
+                if edges is None:
+                    edges = producers[i] = []
+                edges.append((j, barrier))
+                if level[j] + barrier > top:
+                    top = level[j] + barrier
         level[i] = top
-        producers[i] = edges
-    highest = [None] * count
-    for i in range(count - 1, -1, -1):
-        up = highest[i]
-        if up is not None and up > level[i]:
-            level[i] = up
-        at = level[i]
-        for j, barrier, _ in producers[i]:
-            up = highest[j]
-            if up is None or at - barrier < up:
-                highest[j] = at - barrier
+    if not joins:
+        return []
+    if max(level):
+        highest = [None] * count
+        for i in range(count - 1, -1, -1):
+            up = highest[i]
+            if up is not None and up > level[i]:
+                level[i] = up
+            at = level[i]
+            for j, barrier in producers[i]:
+                up = highest[j]
+                if up is None or at - barrier < up:
+                    highest[j] = at - barrier
     group_of = [None] * count
-    for i in range(count):
-        for j, _, joins in producers[i]:
-            if not joins or level[j] != level[i]:
-                continue
-            mine, theirs = group_of[i], group_of[j]
-            if theirs is None:
-                theirs = group_of[j] = [j]
-            if mine is None:
-                theirs.append(i)
-                group_of[i] = theirs
-            elif mine is not theirs:
-                small, large = (mine, theirs) if len(mine) < len(theirs) else (theirs, mine)
-                large += small
-                for k in small:
-                    group_of[k] = large
+    for j, i in joins:
+        if level[j] != level[i]:
+            continue
+        mine, theirs = group_of[i], group_of[j]
+        if theirs is None:
+            theirs = group_of[j] = [j]
+        if mine is None:
+            theirs.append(i)
+            group_of[i] = theirs
+        elif mine is not theirs:
+            small, large = (mine, theirs) if len(mine) < len(theirs) else (theirs, mine)
+            large += small
+            for k in small:
+                group_of[k] = large
     groups, seen = [], set()
     for g in group_of:
         if g is not None and id(g) not in seen:
