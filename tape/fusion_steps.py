@@ -9,6 +9,8 @@ slot the ref of its value (None where the op does not compute it).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import dtypes
@@ -49,6 +51,11 @@ EXPRESSIONS = {
 # numpy's, as eager Tape computes it: training an LSTM lazily gives eager's gradients bit for
 # bit.
 LIBM = frozenset({"exp", "log", "tanh", "sigmoid"})
+# Below this many elements per array an op joins no group: finding the groups costs about 3.5
+# µs of Python per pending op, more than the kernel calls a loop saves on small arrays
+# (``benchmarks/lazy_fusion.py``: fusion breaks even near 8,192 float32 elements, is 1.1-1.2×
+# at 16,384 and 9-21× at 262,144). Tests set it to 0.
+MIN_ELEMENTS = 8192
 _DTYPES = (dtypes.FP32, dtypes.FP64)
 _UNKNOWN = object()
 # plan -> (template, slots its steps read, output (shape, dtype) or None for a grad plan,
@@ -82,6 +89,8 @@ def node(op):
     elif kind is None:
         return None
     shape = kind[0]
+    if _size(shape) < MIN_ELEMENTS:
+        return None
     numpy_dtype = dtypes.to_numpy(kind[1])
     for slot, a in op.args.items():     # (those not read too: no broadcasting anywhere)
         t = type(a)
@@ -157,6 +166,18 @@ def _output_kinds_of(plan) -> tuple:
     return kinds
 
 
+_sizes: dict = {}
+
+
+def _size(shape: tuple) -> int:
+    size = _sizes.get(shape)
+    if size is None:
+        if len(_sizes) >= 4096:
+            _sizes.clear()
+        size = _sizes[shape] = math.prod(shape)
+    return size
+
+
 def valid(kind) -> bool:
     """Whether a fused loop handles (shape, dtype): a floating array of known, non-empty
     shape."""
@@ -183,7 +204,7 @@ def _accumulation_node(op):
     if kind is None or kind[0] != "accumulation" or kind[4] is not np:
         return None
     kind = (kind[2], kind[3])
-    if not valid(kind):
+    if not valid(kind) or _size(kind[0]) < MIN_ELEMENTS:
         return None
     shape, numpy_dtype = kind[0], dtypes.to_numpy(kind[1])
     parts = op.args["X"]

@@ -1,16 +1,24 @@
-"""Lazy fusion (``tape.fusion``): a chain of pending elementwise ops runs as one numba loop,
-equal to unfused execution (bit for bit for + - * /, scale, relu, square, sqrt; within float
-rounding for the libm functions), never fusing away a value something else reads, and compiled
-once per chain signature."""
+"""Lazy fusion (``tape.fusion``): a group of pending elementwise ops, forward and grad ops and
+gradient sums, runs as one numba loop, equal to unfused execution and to eager Tape (bit for bit
+for + - * /, scale, relu, square, sqrt and their gradients; within float rounding for the libm
+functions), never skipping a value something else can still ask for, and compiled once per
+group signature, reused across iterations."""
 import contextlib
 
 import numpy as np
 import pytest
 
 import tape
-from tape import Variable, batching, ops
+from tape import Variable, batching, fusion_steps, ops
 from tape.kernels import fused
 from tape.pending import settle_all
+
+
+@pytest.fixture(autouse=True)
+def fuse_small_arrays(monkeypatch):
+    """The tests' arrays are small: fusion is on for them too (the default leaves arrays below
+    fusion_steps.MIN_ELEMENTS alone)."""
+    monkeypatch.setattr(fusion_steps, "MIN_ELEMENTS", 0)
 
 
 class Calls(list):
@@ -441,3 +449,13 @@ def test_fused_backward_without_batching_runs_in_record_order(kernel_calls):
     assert "fused" in kernel_calls
     for g, e in zip(got, grads_of(all_steps, (x, c), lazy=False)):
         np.testing.assert_array_equal(g, e)
+
+
+def test_small_arrays_are_left_to_single_kernels_by_default(kernel_calls, monkeypatch):
+    monkeypatch.setattr(fusion_steps, "MIN_ELEMENTS", 8192)
+    small, large = data((4, 8)), data((64, 128))     # 32 and 8,192 elements
+    for x, expected in ((small, ["scale", "scale", "relu"]), (large, ["fused"])):
+        del kernel_calls[:]
+        np.testing.assert_array_equal(lazy_value(lambda x: ops.relu(x * 2.0 - 1.0), x),
+                                      np.maximum(x.value() * 2.0 - 1.0, 0))
+        assert kernel_calls == expected
