@@ -13,6 +13,8 @@ so the arithmetic is the unfused kernels' element for element. Loops are compile
 (program, dtype) and kept for the process (numba caches no function made from generated source
 on disk).
 """
+import warnings
+
 import numpy as np
 
 from . import formulas
@@ -59,4 +61,17 @@ def _compile(program: tuple, dtype, inputs: int):
     exec(compile("\n".join(lines), f"<fused group of {len(steps)} steps>", "exec"), namespace)
     compilations += 1
     # numpy's error model: x / 0 is inf or nan, as numpy's divide gives, not an exception
-    return numba.njit(error_model="numpy")(namespace["fused_group"])
+    loop = numba.njit(error_model="numpy")(namespace["fused_group"])
+    with warnings.catch_warnings():
+        # numba's own "pedantic" SSA check objects to the names it gives inlined formulas
+        # with a branch (relu) in a long loop body; the compiled code is right (the tests
+        # compare every step with the unfused kernels bit for bit)
+        warnings.simplefilter("ignore", numba.NumbaIRAssumptionWarning)
+        loop.compile(_signature(numba, dtype, inputs, len(outputs)))
+    return loop
+
+
+def _signature(numba, dtype, inputs: int, outputs: int):
+    """The loop's one signature: 1-d contiguous arrays of the dtype, and the scalars."""
+    array = numba.from_dtype(np.dtype(dtype))[::1]
+    return (*[array] * (inputs + outputs), array)

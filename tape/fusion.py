@@ -37,7 +37,6 @@ that made a value.
 """
 from __future__ import annotations
 
-import operator
 import sys
 
 import numpy as np
@@ -47,8 +46,6 @@ from . import flags as _flags
 from .dispatch import invoke
 from .fusion_steps import node as _node
 from .pending import LazyOp, arrays_of, read
-
-_record_order = operator.attrgetter("order")
 
 
 class FusedGroup(LazyOp):
@@ -133,7 +130,6 @@ def _output_count(op) -> int:
 def fuse_chains(needed: list) -> list:
     """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each group
     of two or more fusable ops replaced by one FusedGroup."""
-    needed.sort(key=_record_order)      # (a topological order: an op is made after its inputs)
     nodes = []
     found = False
     for op in needed:   # (``_held`` counts references: nothing here may hold an op yet)
@@ -150,6 +146,10 @@ def fuse_chains(needed: list) -> list:
     op = None
     if not found:
         return needed
+    # record order is a topological order: an op is made after its inputs
+    in_order = sorted(range(len(needed)), key=lambda i: needed[i].order)
+    needed[:] = [needed[i] for i in in_order]
+    nodes = [nodes[i] for i in in_order]
     groups = _groups(needed, nodes)
     if not groups:
         return needed
