@@ -343,7 +343,7 @@ def _fused(members: list, nodes: list) -> FusedGroup:
                     if k is not None:
                         operands.append(values[k][a[1]])
                         continue
-                    key = (id(a[0]), a[1])
+                    key = (id(a[0]), a[1], a[2])
                 else:
                     key = id(a)
                 found = input_at.get(key)
@@ -365,7 +365,7 @@ def _fused(members: list, nodes: list) -> FusedGroup:
                 if type(a) is tuple and id(a[0]) in index:
                     mine.append(values[index[id(a[0])]][a[1]])
                 else:
-                    key = (id(a[0]), a[1]) if type(a) is tuple else id(a)
+                    key = (id(a[0]), a[1], a[2]) if type(a) is tuple else id(a)
                     found = input_at.get(key)
                     if found is None:
                         found = input_at[key] = ("in", len(inputs))

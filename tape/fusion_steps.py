@@ -188,14 +188,19 @@ def kind_of(ref):
     """(shape, dtype) of the op output ``ref`` refers to (None if unknown, or a part a batch
     summed into another op's part)."""
     op, n, j = ref
-    if j >= 0 or op.batch is not None and n in op.batch[1]:
+    if op.batch is not None and n in op.batch[1]:
         return None
     shapes, plan = op.shapes, op.plan
     if shapes is None:
-        return _output_kinds_of(plan)[n] if plan is not None else None
+        if plan is None:
+            return None
+        if j < 0:
+            return _output_kinds_of(plan)[n]
+        specs = plan.outputs[n][2]     # (one of a list: split's outputs)
+        return specs[j] if specs and j < len(specs) else None
     if plan is not None:
-        return (shapes.get((n, -1)), plan.dtype)
-    return (shapes.get((n, -1)), op.kind[3]) if op.kind is not None else None
+        return (shapes.get((n, j)), plan.dtype)
+    return (shapes.get((n, j)), op.kind[3]) if op.kind is not None else None
 
 
 def _accumulation_node(op):
