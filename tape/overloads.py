@@ -13,7 +13,8 @@ import numpy as np
 from . import dtypes, ops
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import _local, get_global_tape
+from .runner import signature
+from .tape import Tape, _local, get_global_tape
 from .variable import Variable, as_variable, reading_values_allowed
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -62,11 +63,28 @@ _SCALE = op_info("scale")
 def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
     """``scale * x + bias`` as one ``scale`` op, run on the tape directly: ``x * 2.0`` and
     ``x + 1.0`` are the commonest ops of all, and ``ops.scale``'s argument handling is not
-    needed for them."""
+    needed for them. An eager tape's runner gets the attributes with their signature, made once
+    per (scale, bias) (both always floats here)."""
     t = _local.tape
     if t is None:
         t = get_global_tape()
-    return t.run(_SCALE, {"X": [x]}, {"scale": scale, "bias": bias})["Out"][0]
+    attrs = _scale_attrs.get((scale, bias))
+    if attrs is None:
+        attrs = _scale_attrs_of(scale, bias)
+    if type(t) is Tape and _SCALE.runner is not None:
+        return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
+    return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
+
+
+_scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
+
+
+def _scale_attrs_of(scale: float, bias: float) -> tuple:
+    if len(_scale_attrs) >= 1024:
+        _scale_attrs.clear()
+    attrs = {"scale": scale, "bias": bias}
+    made = _scale_attrs[scale, bias] = (attrs, signature(attrs))
+    return made
 
 
 _add = _binary("elementwise_add", lambda x, c: _scale(x, bias=c))

@@ -20,7 +20,8 @@ from .variable import Variable, new_variable
 
 
 def make_runner(info, env: dict, lazy: bool = False):
-    """The runner of ``info``: ``run(tape, inputs, attrs, outputs) -> {slot: [Variable]}``.
+    """The runner of ``info``: ``run(tape, inputs, attrs, outputs=None, sig=None) -> {slot:
+    [Variable]}``; ``sig`` is ``signature(attrs)`` when the caller has it already.
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
     ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
@@ -28,7 +29,7 @@ def make_runner(info, env: dict, lazy: bool = False):
     op whose output shapes only its values tell (``CallPlan.shaped_by_values``) runs at once.
     An eager runner given a pending input computes it first (lazy and eager Variables mix).
     """
-    lines = ["def run(tape, inputs, attrs, outputs):",
+    lines = ["def run(tape, inputs, attrs, outputs=None, sig=None):",
              "    if tape._spent and tape is local.tape:",
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
@@ -56,7 +57,8 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
     lines += [
-        "    sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+        "    if sig is None:     # (``signature``, written out)",
+        "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
         f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
         "    if place is None:",
         "        place = default_place[0]",
@@ -126,6 +128,12 @@ def make_runner(info, env: dict, lazy: bool = False):
     name = f"<{'lazy ' if lazy else ''}runner of {info.type}>"
     exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]
+
+
+def signature(attrs: dict) -> tuple:
+    """The attributes' part of an op's signature: names, values and the values' types (``1``,
+    ``1.0`` and ``True`` are equal as dict keys, but not the same attribute value)."""
+    return (*attrs.items(), *map(type, attrs.values())) if attrs else ()
 
 
 def _made_lines(info, single: bool, recorded: bool) -> list:
