@@ -18,6 +18,7 @@ from .grad_steps import (
     FWD_OUT,
     IN_GRAD,
     META_IN,
+    META_OUT,
     OPT_OUT_GRAD,
     OUT_GRAD,
     TEMP,
@@ -68,7 +69,8 @@ def _write_replay(prepared: tuple, counts: tuple):
     lines += [f"    if not ({reached}):", "        return"]
     namespace = {"invoke": invoke, "flags": _flags, "Variable": Variable,
                  "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
-                 "_shape_of": _shape_of, "_zeros": _zeros}
+                 "_shape_of": _shape_of, "_zeros": _zeros, "shape_only": shape_only,
+                 "_shape_only_cache": _shape_only_cache}
     for n, p in enumerate(prepared):
         namespace.update({f"p{n}": p, f"direct{n}": p.plan.direct, f"attrs{n}": p.plan.attrs,
                           f"wants{n}": p.wants})
@@ -105,6 +107,13 @@ def _step_lines(p: _Prepared, n: int, outputs: dict) -> list:
             lines += [f"    x{k} = grads.get({o})",
                       f"    if x{k} is None:",
                       f"        x{k} = _zeros(h, {o})"]
+        elif bound[0][0] in (META_IN, META_OUT):    # (``_shape_of``, written out)
+            kind, fslot, i = bound[0]
+            lines += [f"    e = {'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}]",
+                      "    d = e.desc if type(e) is Variable else e",
+                      f"    x{k} = _shape_only_cache.get((d.shape, d.dtype))",
+                      f"    if x{k} is None:",
+                      f"        x{k} = shape_only(d.shape, d.dtype)"]
         else:
             lines.append(f"    x{k} = {_value_expression(*bound[0])}")
     present = dict(given)

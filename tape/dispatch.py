@@ -29,11 +29,12 @@ class CallPlan:
     passes a gradient to any of them; ``call`` is the kernel's bound call and ``direct`` the same
     taking one array per input slot (``Kernel.positional``); ``made`` is what an eager output
     Variable is made from, ``(shape, dtype, stop_gradient when a gradient flows)`` per output
-    slot (None for a slot the op does not write), or None when the outputs need the generic
-    path (a duplicable output slot, or shapes that only the values tell); ``backward`` is filled
-    in by the first backward through the plan (its grad steps, ready to run), and ``replay``
-    with them written out as one function (``tape.backward``). A grad op run for a forward
-    plan (eager backward) has no specs: its output shapes follow from the forward values.
+    slot (a tuple of them for a duplicable slot, None for a slot the op does not write), or
+    None when the outputs need the generic path (shapes that only the values tell);
+    ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
+    run), and ``replay`` with them written out as one function (``tape.backward``). A grad op
+    run for a forward plan (eager backward) has no specs: its output shapes follow from the
+    forward values.
     """
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "direct",
@@ -61,9 +62,10 @@ class CallPlan:
         # ShapeTensorList, range): an eager output then takes its value's shape
         self.shaped_by_values = any(n < 0 for ss in specs.values() for s, _ in ss for n in s)
         self.made = None if self.shaped_by_values or any(
-            dup or ss is not None and len(ss) != 1 for _, dup, ss, _ in self.outputs) else tuple(
-            None if ss is None else (ss[0][0], ss[0][1], not carries)
-            for _, _, ss, carries in self.outputs)
+            not dup and ss is not None and len(ss) != 1 for _, dup, ss, _ in self.outputs) \
+            else tuple(None if ss is None else tuple((s, d, not carries) for s, d in ss)
+                       if dup else (ss[0][0], ss[0][1], not carries)
+                       for _, dup, ss, carries in self.outputs)
         self.wants_grad = wants_grad
         self.requires_grad = info.grad is not None and any(
             any(wants) for wants in (wants_grad or {}).values())

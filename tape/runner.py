@@ -72,7 +72,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    if plan is None:",
         "        plan = _infer_new(info, inputs, attrs, place, key)"]
     single = len(info.outputs) == 1
-    fast = not lazy and not any(s.duplicable for s in info.outputs)
+    fast = not lazy
     if lazy:
         lines += [
             "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
@@ -144,32 +144,47 @@ def _made_lines(info, single: bool, recorded: bool) -> list:
     if recorded:
         lines.append("        serial = tape.serial")
     for n, slot in enumerate(info.outputs):
-        value = "result" if single else f"result[{n}]"
-        lines += [f"        m = made[{n}]",
-                  "        if m is not None:",
-                  "            d = new(VarDesc)",
-                  "            d._name = None",
-                  "            d.shape, d.dtype, stop_gradient = m",
-                  "            d.persistable = False",
-                  "            d.stop_gradient = stop_gradient if grad_flows else True" if recorded
-                  else "            d.stop_gradient = True",
-                  "            d.type = DENSE_TENSOR",
-                  "            d.need_check_feed = False",
-                  "            v = new(Variable)",
-                  "            v.desc = d",
-                  f"            v._value = {value}",
-                  "            v.grad = None",
-                  f"            v._tape = {'serial' if recorded else '0'}",
-                  "            v.place = place",
-                  f"            produced[{slot.name!r}] = [v]"]
-        if recorded:
-            lines.append(f"            outs[{slot.name!r}] = [v] if {slot.name!r} in keeps "
-                         f"else [d]")
+        value, name = "result" if single else f"result[{n}]", repr(slot.name)
+        lines += [f"        m = made[{n}]", "        if m is not None:"]
+        if slot.duplicable:
+            lines += ["            vs = []",
+                      f"            for m, value in zip(m, {value}):",
+                      *_variable_lines("                ", "value", recorded),
+                      "                vs.append(v)",
+                      f"            produced[{name}] = vs"]
+            if recorded:
+                lines.append(f"            outs[{name}] = vs if {name} in keeps else "
+                             f"[v.desc for v in vs]")
+        else:
+            lines += [*_variable_lines("            ", value, recorded),
+                      f"            produced[{name}] = [v]"]
+            if recorded:
+                lines.append(f"            outs[{name}] = [v] if {name} in keeps else [d]")
     if recorded:
         lines += ["        h = new(OpHandle)",
                   "        h.plan, h.inputs, h.outputs = plan, entries, outs",
                   "        tape._ops.append(h)"]
     return lines + ["        return produced"]
+
+
+def _variable_lines(indent: str, value: str, recorded: bool) -> list:
+    """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
+    from ``m`` = (shape, dtype, stop_gradient when a gradient flows)."""
+    return [indent + line for line in (
+        "d = new(VarDesc)",
+        "d._name = None",
+        "d.shape, d.dtype, stop_gradient = m",
+        "d.persistable = False",
+        "d.stop_gradient = stop_gradient if grad_flows else True" if recorded
+        else "d.stop_gradient = True",
+        "d.type = DENSE_TENSOR",
+        "d.need_check_feed = False",
+        "v = new(Variable)",
+        "v.desc = d",
+        f"v._value = {value}",
+        "v.grad = None",
+        f"v._tape = {'serial' if recorded else '0'}",
+        "v.place = place")]
 
 
 def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool) -> list:
