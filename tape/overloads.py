@@ -42,38 +42,52 @@ def _operand(x: Variable, other):
 
 def _binary(op_type: str, by_number=None, reflected: bool = False):
     """An operator running ``op_type`` on (self, other), or on (other, self) when ``reflected``;
-    ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op."""
-    op = getattr(ops, op_type)
+    ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op.
+    Each of these ops takes X and Y and writes Out; the operator gives them to the tape's
+    runner directly (``tape.ops``' generic argument handling is not needed for them)."""
+    info = op_info(op_type)
 
     def operator(self, other):
-        if by_number is not None and self.desc.dtype in dtypes.FLOATING:
-            c = _number(other)
-            if c is not None:
-                return by_number(self, c)
-        y = _operand(self, other)
-        if y is None:
-            return NotImplemented
-        return op(y, self) if reflected else op(self, y)
+        if type(other) is Variable:
+            y = other
+        else:
+            if by_number is not None and self.desc.dtype in _FLOATING:
+                c = _number(other)
+                if c is not None:
+                    return by_number(self, c)
+            y = _operand(self, other)
+            if y is None:
+                return NotImplemented
+        return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
+                    _NO_ATTRS, ())
     return operator
+
+
+_NO_ATTRS: dict = {}    # (never written: runners only read the attributes they are given)
+
+
+def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
+    """Out of op ``info`` run on the thread's tape: an eager tape's runner is called directly
+    with ``sig``, the attributes' signature (``runner.signature``)."""
+    t = _local.tape
+    if t is None:
+        t = get_global_tape()
+    if type(t) is Tape and info.runner is not None:
+        return info.runner(t, inputs, attrs, None, sig)["Out"][0]
+    return t.run(info, inputs, attrs)["Out"][0]
 
 
 _SCALE = op_info("scale")
 
 
 def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
-    """``scale * x + bias`` as one ``scale`` op, run on the tape directly: ``x * 2.0`` and
-    ``x + 1.0`` are the commonest ops of all, and ``ops.scale``'s argument handling is not
-    needed for them. An eager tape's runner gets the attributes with their signature, made once
-    per (scale, bias) (both always floats here)."""
-    t = _local.tape
-    if t is None:
-        t = get_global_tape()
+    """``scale * x + bias`` as one ``scale`` op: ``x * 2.0`` and ``x + 1.0`` are the commonest
+    ops of all. Its attributes and their signature are made once per (scale, bias), both
+    always floats here."""
     attrs = _scale_attrs.get((scale, bias))
     if attrs is None:
         attrs = _scale_attrs_of(scale, bias)
-    if type(t) is Tape and _SCALE.runner is not None:
-        return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
-    return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
+    return _run(_SCALE, {"X": [x]}, *attrs)
 
 
 _scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
