@@ -11,7 +11,7 @@ import numpy as np
 
 from . import dtypes
 from . import flags as _flags
-from .desc import GRAD_SUFFIX
+from .desc import GRAD_SUFFIX, VarDesc
 from .dispatch import CallPlan, invoke
 from .grad_steps import (
     FWD_IN,
@@ -25,7 +25,8 @@ from .grad_steps import (
     GradStep,
     grad_steps,
 )
-from .variable import Variable
+from .place import CPU
+from .variable import Variable, new_variable
 
 
 class _Prepared:
@@ -228,6 +229,7 @@ def _counts(h) -> tuple:
     return ({s: len(v) for s, v in h.inputs.items()}, {s: len(v) for s, v in h.outputs.items()})
 
 
+_FROM_NUMPY = {np.dtype(dtypes.to_numpy(code)): code for code in dtypes.ALL}
 _shape_only_cache: dict = {}
 
 
@@ -337,4 +339,10 @@ def run_backward(ops: list, seeds: dict) -> None:
 
 def _set_grad(leaf: Variable, g) -> None:
     total = g if leaf.grad is None else leaf.grad._value + g
-    leaf.grad = Variable(total, name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)
+    name = leaf.desc.name + GRAD_SUFFIX
+    # a host array of a supported dtype needs none of Variable()'s conversions
+    code = _FROM_NUMPY.get(total.dtype) if type(total) is np.ndarray else None
+    if code is not None and leaf.place is CPU:
+        leaf.grad = new_variable(VarDesc(name, total.shape, code), total, 0, CPU)
+    else:
+        leaf.grad = Variable(total, name=name, place=leaf.place)
