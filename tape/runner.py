@@ -5,8 +5,9 @@ of an op's Python time deciding, per call, what the op's slots already fix (whic
 optional or take several Variables, where each goes in the signature); the runner of an op has
 those decisions made: one straight block per slot, the signature built as one tuple, the
 recorded entries only when the op is recorded. What it does, in order: check the inputs, find
-the op's CallPlan by signature (``dispatch.infer`` for a new one), refuse a stale input, invoke
-the kernel, make or fill the outputs, record the handle.
+the op's CallPlan by signature (``dispatch.infer`` for a new one), refuse a stale input, call
+the kernel (``CallPlan.direct``, or ``dispatch.invoke`` when a check is on), make the outputs
+(written out from ``CallPlan.made``) or fill the given ones, record the handle.
 """
 from __future__ import annotations
 
@@ -72,7 +73,6 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    if plan is None:",
         "        plan = _infer_new(info, inputs, attrs, place, key)"]
     single = len(info.outputs) == 1
-    fast = not lazy
     if lazy:
         lines += [
             "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
@@ -97,9 +97,9 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    record = grad_flows or tape.tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
-        *(["    made = plan.made if outputs is None else None"] if fast else []),
+        *([] if lazy else ["    made = plan.made if outputs is None else None"]),
         "    if not record:",
-        *(["    " + line for line in _made_lines(info, single, recorded=False)] if fast else []),
+        *([] if lazy else ["    " + line for line in _made_lines(info, single, False)]),
         f"        return defer(plan, arrays, make_outputs(plan, {result}, outputs, False, 0, "
         "place, None), None)" if lazy else
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
@@ -107,7 +107,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    entries = {}",
         *entries,
         "    outs = {}",
-        *(_made_lines(info, single, recorded=True) if fast else []),
+        *([] if lazy else _made_lines(info, single, True)),
         f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
         "    tape._ops.append(OpHandle(plan, entries, outs))",
