@@ -45,27 +45,28 @@ class _Bucket:
         self.waiting = len(self.params)
         self.request = None
 
-    def pack(self) -> np.ndarray:
-        """The gradients copied into the bucket's buffer (made once, then reused: a fresh one
-        per step would page-fault its way in every step)."""
+    def pack(self, scale: float) -> np.ndarray:
+        """The gradients times ``scale`` (1 / world size), copied into the bucket's buffer in
+        the same pass (made once, then reused: a fresh one per step would page-fault its way
+        in every step). Scaling before the sum rather than after saves a pass over the buffer;
+        for a world of 2, 4, 8... ranks the result is the same bit for bit."""
         if self.buffer is None:
             self.buffer = np.empty(self.size + len(self.params), self.dtype)
         buffer = self.buffer
         for i, p in enumerate(self.params):
             part = buffer[self.offsets[i]:self.offsets[i + 1]]
             if p.grad is not None:
-                part[...] = p.grad.value().reshape(-1)
+                np.multiply(p.grad.value().reshape(-1), scale, out=part)
             else:
                 part[...] = 0
             buffer[self.size + i] = p.grad is not None
         return buffer
 
-    def unpack(self, scale: float) -> None:
+    def unpack(self) -> None:
         had = self.buffer[self.size:]
         for i, p in enumerate(self.params):
             if had[i]:
                 g = self.buffer[self.offsets[i]:self.offsets[i + 1]].reshape(p.shape)
-                g *= scale
                 p.grad = Variable(g, name=p.name + GRAD_SUFFIX, place=p.place)
             else:
                 p.grad = None
@@ -179,7 +180,7 @@ class DataParallel:
             self._start(bucket)
 
     def _start(self, bucket: _Bucket) -> None:
-        bucket.pack()
+        bucket.pack(1.0 / world.world_size())
         bucket.request = self._comm.Iallreduce(world.mpi().IN_PLACE, bucket.buffer,
                                                op=world.mpi().SUM)
         self._started.append(bucket)
@@ -191,8 +192,7 @@ class DataParallel:
             self._start(bucket)
         world.wait_all([b.request for b in self._started],
                        f"the gradient allreduce of {len(self._buckets)} bucket(s)")
-        scale = 1.0 / world.world_size()
         for bucket in self._buckets:
-            bucket.unpack(scale)
+            bucket.unpack()
             bucket.reset()
         self._started = []
