@@ -36,7 +36,8 @@ from harness import OtherLoad, parse_args, print_notes
 BATCH, WIDTHS = 256, (1024, 1024, 1024, 10)
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                      "MKL_NUM_THREADS")}
-PHASES = ("forward", "backward", "update", "step")
+# backward's own work, then the communication DataParallel does inside backward
+PHASES = ("forward", "backward", "communication", "update", "step")
 
 
 def worker(batch: int, data_parallel: bool, steps: int, warmup: int) -> dict:
@@ -56,37 +57,39 @@ def worker(batch: int, data_parallel: bool, steps: int, warmup: int) -> dict:
     loss_fn, trainable = tape_model(tape, params)
     model = distributed.DataParallel(trainable) if data_parallel else None
     sgd = optim.SGD(learning_rate=LEARNING_RATE)
-    losses, wall, cpu, communication = [], [], [], []
+    def talked():
+        return ((model.communication_seconds, model.communication_cpu_seconds)
+                if data_parallel else (0.0, 0.0))
+
+    losses, times = [], {"wall": [], "cpu": []}
     distributed.barrier()
     for _ in range(warmup + steps):
         if data_parallel:
             distributed.barrier()
-        talked = model.communication_seconds if data_parallel else 0.0
         marks = [(time.perf_counter(), time.process_time())]
         tape.reset_global_tape()
         loss = loss_fn(tape.Variable(x_mine), tape.Variable(y_mine))
         marks.append((time.perf_counter(), time.process_time()))
+        before = talked()
         loss.backward()
+        communication = [b - a for a, b in zip(before, talked())]
         marks.append((time.perf_counter(), time.process_time()))
         sgd(trainable)
         marks.append((time.perf_counter(), time.process_time()))
-        marks.append(marks[-1])
-        wall.append([b[0] - a[0] for a, b in zip(marks[:3], marks[1:])]
-                    + [marks[-1][0] - marks[0][0]])
-        cpu.append([b[1] - a[1] for a, b in zip(marks[:3], marks[1:])]
-                   + [marks[-1][1] - marks[0][1]])
-        communication.append((model.communication_seconds - talked) if data_parallel else 0.0)
+        for clock in (0, 1):
+            forward, backward, update = (b[clock] - a[clock]
+                                         for a, b in zip(marks[:-1], marks[1:]))
+            times[("wall", "cpu")[clock]].append(
+                (forward, backward - communication[clock], communication[clock], update,
+                 marks[-1][clock] - marks[0][clock]))
         losses.append(float(loss.item()))
     distributed.barrier()
     if data_parallel:
         losses = distributed.allreduce(tape.Variable(np.array(losses)), op="mean").numpy()
-    return {"rank": rank, "world": world,
-            "wall": {k: statistics.median(s[i] for s in wall[warmup:])
-                     for i, k in enumerate(PHASES)},
-            "cpu": {k: statistics.median(s[i] for s in cpu[warmup:])
-                    for i, k in enumerate(PHASES)},
-            "communication": statistics.median(communication[warmup:]),
-            "losses": list(losses[:3])}
+    return {"rank": rank, "world": world, "losses": list(losses[:3]),
+            **{clock: {phase: statistics.median(s[i] for s in steps_[warmup:])
+                       for i, phase in enumerate(PHASES)}
+               for clock, steps_ in times.items()}}
 
 
 def _mpirun(n: int) -> list:
@@ -144,11 +147,12 @@ def main(argv=None):
         step = _slowest(results, "wall") * steps_per_batch
         cpu = _slowest(results, "cpu") * steps_per_batch
         talk = ("—" if "DataParallel" not in name else ", ".join(
-            f"{r['communication'] * 1e3:.2f} (rank {r['rank']})" for r in results))
+            f"{r['wall']['communication'] * 1e3:.2f} (rank {r['rank']})" for r in results))
         print(f"| {name} | {step * 1e3:.2f} | {BATCH / step:.0f} | "
               f"{one['wall']['step'] / step:.2f}× | {talk} | {cpu * 1e3:.2f} | "
               f"{one['cpu']['step'] / cpu:.2f}× |")
-    print("\nWhere a step goes, ms (wall / CPU; the slower process of each phase):\n")
+    print("\nWhere a step of each process goes, ms (wall / CPU; the slower process of each "
+          "phase):\n")
     print("| processes | " + " | ".join(PHASES) + " |")
     print("| :--- |" + " ---: |" * len(PHASES))
     for name, results in configurations.items():
@@ -166,7 +170,7 @@ def main(argv=None):
         "the lone batch-128 process: two of its steps per batch of 256 (1 process's work at "
         "the smaller batch)",
         "communication: packing, starting and waiting for the bucket allreduces and "
-        "unpacking, as far as backward did not hide it (part of backward)",
+        "unpacking, as far as backward did not hide it; backward: the rest of backward",
         "CPU time: what each process itself computed (waiting polls, which yields the core); "
         "on a busy machine its ratio hints at the throughput ratio of a quiet one, where each "
         "rank has a core",

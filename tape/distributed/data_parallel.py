@@ -103,7 +103,8 @@ class DataParallel:
 
     ``bucket_mb``: megabytes of gradients per allreduce. ``communication_seconds`` adds up the
     time this rank spent on communication that backward did not hide (packing, starting and
-    waiting for allreduces, unpacking).
+    waiting for allreduces, unpacking), ``communication_cpu_seconds`` the CPU time of it (the
+    copies and sums, and the polling of the waits).
     """
 
     def __init__(self, layer, bucket_mb: float = 4.0, root: int = 0):
@@ -114,6 +115,7 @@ class DataParallel:
         self._params = parameters_of(layer)
         self._comm = world.communicator(0, "DataParallel")
         self.communication_seconds = 0.0
+        self.communication_cpu_seconds = 0.0
         self._sync = True
         broadcast_parameters(self._params, root)
         self._buckets = _buckets(self._params, bucket_mb * 1e6)
@@ -157,7 +159,7 @@ class DataParallel:
         """Backward's hook: ``leaf``'s gradient is final (None: backward has ended)."""
         if not self._sync:
             return
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if leaf is None:
             if self._started or any(b.waiting < len(b.params) for b in self._buckets):
                 self._finish()
@@ -169,6 +171,7 @@ class DataParallel:
                 if self._started:     # MPI progresses its operations when called
                     world.mpi().Request.Testall([b.request for b in self._started])
         self.communication_seconds += time.perf_counter() - start
+        self.communication_cpu_seconds += time.process_time() - cpu_start
 
     def _start_ready(self) -> None:
         """Start the next buckets whose gradients are all final, in bucket order: every rank
