@@ -86,10 +86,26 @@ def worker(batch: int, data_parallel: bool, steps: int, warmup: int) -> dict:
     distributed.barrier()
     if data_parallel:
         losses = distributed.allreduce(tape.Variable(np.array(losses)), op="mean").numpy()
-    return {"rank": rank, "world": world, "losses": list(losses[:3]),
+    gemm = gemm_times(np, x, params[1][0]) if world == 1 and not data_parallel else None
+    return {"rank": rank, "world": world, "losses": list(losses[:3]), "gemm": gemm,
             **{clock: {phase: statistics.median(s[i] for s in steps_[warmup:])
                        for i, phase in enumerate(PHASES)}
                for clock, steps_ in times.items()}}
+
+
+def gemm_times(np, x, w, repeats: int = 30) -> dict:
+    """The BLAS alone: fastest seconds of ``x[:batch] @ w`` (a hidden layer's forward GEMM)
+    at the whole batch and at half of it."""
+    times = {}
+    for batch in (BATCH, BATCH // 2):
+        rows = np.ascontiguousarray(x[:batch])
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            rows @ w
+            best = min(best, time.perf_counter() - start)
+        times[batch] = best
+    return times
 
 
 def _mpirun(n: int) -> list:
@@ -160,6 +176,7 @@ def main(argv=None):
             f"{_slowest(results, 'wall', p) * 1e3:.2f} / {_slowest(results, 'cpu', p) * 1e3:.2f}"
             for p in PHASES) + " |")
     two = configurations["2 ranks, batch 128 each, DataParallel"]
+    gemm = configurations["1 process, batch 128, alone"][0]["gemm"]
     agree = all(abs(a - b) <= 1e-4 * max(1.0, abs(a))
                 for a, b in zip(one["losses"], two[0]["losses"]))
     print()
@@ -169,6 +186,11 @@ def main(argv=None):
         f"{one['losses']}, 2 ranks {two[0]['losses']}",
         "the lone batch-128 process: two of its steps per batch of 256 (1 process's work at "
         "the smaller batch)",
+        f"the BLAS alone, one thread (fastest of 30): a hidden layer's GEMM takes "
+        f"{gemm[str(BATCH)] * 1e3:.2f} ms at batch {BATCH} and {gemm[str(half)] * 1e3:.2f} ms at "
+        f"{half}: even with a core each, two processes at {half} get through the GEMMs of a "
+        f"batch of {BATCH} at most {gemm[str(BATCH)] / gemm[str(half)]:.2f}× as fast as one "
+        f"process",
         "communication: packing, starting and waiting for the bucket allreduces and "
         "unpacking, as far as backward did not hide it; backward: the rest of backward",
         "CPU time: what each process itself computed (waiting polls, which yields the core); "
