@@ -124,6 +124,12 @@ class DataParallel:
         self._buckets = _buckets(self._params, bucket_mb * 1e6)
         self._bucket_of = {p.desc: b for b in self._buckets for p in b.params}
         if self._comm is not None:
+            tags = self._comm.Get_attr(world.mpi().TAG_UB) + 1     # MPI promises >= 32768
+            if 2 * len(self._buckets) > tags:
+                raise InvalidArgumentError(
+                    f"DataParallel: bucket_mb={bucket_mb} cuts the gradients into "
+                    f"{len(self._buckets)} buckets; this MPI has message tags for "
+                    f"{tags // 2}: give a larger bucket_mb")
             for k, b in enumerate(self._buckets):
                 b.exchange = BucketExchange(self._comm, 2 * k, b.offsets, b.size, b.dtype)
         self._started = []
