@@ -6,8 +6,8 @@ same cores that compute (0.7 ms for 8 MB here, a third of the communication). He
 cut into one chunk per rank; rank r receives every other rank's part of chunk r, read from
 their gradient arrays (Open MPI's shared-memory transport copies it once, process to process),
 adds its own, scales by 1 / world size, and sends the result to every other rank, which
-receives it in place in its bucket buffer. Each element is summed on one rank only, in rank
-order, so every rank ends with the same bits. Everything is non-blocking: ``start`` posts the
+receives it in place in its bucket buffer. Each element is summed on one rank only, so every
+rank ends with the same bits. Everything is non-blocking: ``start`` posts the
 messages, ``advance`` (called while backward runs, and then until done) sums a chunk once its
 parts have arrived, and ``requests`` are what is left to wait for. Buckets are the same on
 every rank, and so are the messages: each rank knows what it will receive without asking.
