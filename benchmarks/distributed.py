@@ -195,8 +195,9 @@ def main(argv=None):
         f"{half}: even with a core each, two processes at {half} get through the GEMMs of a "
         f"batch of {BATCH} at most {gemm[str(BATCH)] / gemm[str(half)]:.2f}× as fast as one "
         f"process",
-        "communication: packing, starting and waiting for the bucket allreduces and "
-        "unpacking, as far as backward did not hide it; backward: the rest of backward",
+        "communication: starting the buckets' exchanges, summing this rank's chunks, waiting "
+        "and setting the averaged .grad, as far as backward did not hide it; backward: the "
+        "rest of backward",
         "fastest step: the fastest of each process's timed steps (of the slower process): "
         "on a shared machine, the steps no other process slowed down",
         "CPU time: what each process itself computed (waiting polls, which yields the core); "
