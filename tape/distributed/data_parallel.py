@@ -58,8 +58,11 @@ class _Bucket:
         grads = []
         for i, p in enumerate(self.params):
             self.had[i] = p.grad is not None
-            grads.append(np.zeros(p.size, self.dtype) if p.grad is None else
-                         np.ascontiguousarray(p.grad.value(), self.dtype).reshape(-1))
+            g = (np.zeros(p.size, self.dtype) if p.grad is None else
+                 np.ascontiguousarray(p.grad.value(), self.dtype).reshape(-1))
+            if np.may_share_memory(g, self.buffer):   # last step's .grad, kept: the exchange
+                g = g.copy()                          # writes the buffer while it sends g
+            grads.append(g)
         self.request = comm.Iallreduce(world.mpi().IN_PLACE, self.had, op=world.mpi().SUM)
         self.exchange.start(grads, self.buffer, scale)
 
@@ -102,7 +105,7 @@ class DataParallel:
     >>> loss.backward()                  # gradients are averaged while backward runs
     >>> opt(model.params())
 
-    ``bucket_mb``: megabytes of gradients per allreduce. ``communication_seconds`` adds up the
+    ``bucket_mb``: megabytes of gradients per exchange. ``communication_seconds`` adds up the
     time this rank spent on communication that backward did not hide (starting the exchanges,
     summing its chunks, waiting, setting the ``.grad``), ``communication_cpu_seconds`` the CPU
     time of it (the copies and sums, and the polling of the waits).
