@@ -57,6 +57,7 @@ def worker(batch: int, data_parallel: bool, steps: int, warmup: int) -> dict:
     loss_fn, trainable = tape_model(tape, params)
     model = distributed.DataParallel(trainable) if data_parallel else None
     sgd = optim.SGD(learning_rate=LEARNING_RATE)
+
     def talked():
         return ((model.communication_seconds, model.communication_cpu_seconds)
                 if data_parallel else (0.0, 0.0))
@@ -89,9 +90,9 @@ def worker(batch: int, data_parallel: bool, steps: int, warmup: int) -> dict:
     gemm = gemm_times(np, x, params[1][0]) if world == 1 and not data_parallel else None
     return {"rank": rank, "world": world, "losses": list(losses[:3]), "gemm": gemm,
             "fastest": min(s[-1] for s in times["wall"][warmup:]),
-            **{clock: {phase: statistics.median(s[i] for s in steps_[warmup:])
+            **{clock: {phase: statistics.median(s[i] for s in samples[warmup:])
                        for i, phase in enumerate(PHASES)}
-               for clock, steps_ in times.items()}}
+               for clock, samples in times.items()}}
 
 
 def gemm_times(np, x, w, repeats: int = 30) -> dict:
