@@ -24,6 +24,14 @@ from .errors import PreconditionNotMetError, TapeError
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
 _DEFAULT_TIMEOUT = 300.0
 _SPIN_SECONDS = 2e-3     # how long a wait polls without pausing
+_yield_core = getattr(os, "sched_yield", lambda: time.sleep(0))
+# Open MPI settings that MPI_Init reads from the environment; a value the user set wins.
+# Open MPI's non-blocking allreduce (libnbc) picks a binomial tree for few ranks: the whole
+# buffer goes to rank 0, which sums alone, and back. Rabenseifner's reduce-scatter then
+# allgather (3) moves half as much per rank and splits the summing: 0.95 against 2.8 ms for
+# 8 MB on 2 ranks here, as fast as the blocking MPI_Allreduce. (Open MPI itself falls back to
+# its default for non-commutative ops and buffers shorter than the number of ranks.)
+_OPEN_MPI_DEFAULTS = {"OMPI_MCA_coll_libnbc_iallreduce_algorithm": "3"}
 
 
 class DistributedError(TapeError):
@@ -56,6 +64,8 @@ def init() -> None:
     """
     if _world.comm is not None:
         return
+    for name, value in _OPEN_MPI_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         from mpi4py import MPI
     except ImportError as error:
@@ -127,9 +137,14 @@ def wait_all(requests: list, what: str) -> None:
                 f"rank {rank()} of {world_size()}: {what} did not complete within "
                 f"{timeout():g} s (TAPE_DIST_TIMEOUT): another rank has failed, died or "
                 f"stopped taking part"))
-        # each poll moves the operation on, so poll at once while a peer keeps pace; a peer
-        # far behind (a busy machine) gets the core instead of a spinning loop
-        time.sleep(0 if now - start < _SPIN_SECONDS else 1e-4)
+        # each poll moves the operation on, so poll at once while a peer keeps pace (yielding
+        # the core to whatever else is ready: time.sleep(0) would sleep Linux's timer slack,
+        # 50-100 us, 0.3 ms more per 8 MB allreduce here); a peer far behind (a busy machine)
+        # gets the core instead of a spinning loop
+        if now - start < _SPIN_SECONDS:
+            _yield_core()
+        else:
+            time.sleep(1e-4)
 
 
 def run_collective(start, what: str):

@@ -86,6 +86,13 @@ def test_gradients_travel_in_buckets_and_programs_carry_paddles_collective_ops(t
     assert results[0]["static_ops"] == ["c_allreduce_sum", "scale"]
 
 
+def test_a_gradient_that_only_some_ranks_have_is_averaged_with_zeros_of_the_others(trained):
+    results, _, _ = trained
+    for result in results.values():
+        used, first, unused_has_none = result["partial"]
+        assert used <= 1e-15 and first <= 1e-15 and unused_has_none, result
+
+
 def test_allreduce_and_broadcast_over_two_ranks(trained):
     results, _, _ = trained
     for result in results.values():

@@ -1,6 +1,7 @@
 """tape.distributed in one process: backward's grad-ready hook, shard's DistributedSampler
 semantics, DataParallel and tape.static.data_parallel in a world of one (test_mpi.py runs them
 on 2 and 3 ranks)."""
+import os
 import re
 
 import numpy as np
@@ -236,3 +237,31 @@ def test_the_timeout_is_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("TAPE_DIST_TIMEOUT", "soon")
     with pytest.raises(tape.PreconditionNotMetError, match="TAPE_DIST_TIMEOUT must be a number"):
         world.timeout()
+
+
+@pytest.mark.parametrize("user_value", [None, "1"])
+def test_init_sets_open_mpis_allreduce_algorithm_before_mpi_init_unless_the_user_did(
+        monkeypatch, user_value):
+    import sys
+    import types
+
+    from tape import world
+    variable = "OMPI_MCA_coll_libnbc_iallreduce_algorithm"
+    seen = {}
+
+    class Comm:
+        def Get_size(self):
+            seen["at MPI_Init"] = os.environ.get(variable)     # mpi4py's import ran MPI_Init
+            return 1
+    fake = types.ModuleType("mpi4py")
+    fake.MPI = types.SimpleNamespace(COMM_WORLD=Comm())
+    monkeypatch.setitem(sys.modules, "mpi4py", fake)
+    monkeypatch.setattr(world._world, "comm", None)
+    monkeypatch.setattr(world._world, "MPI", None)
+    if user_value is None:
+        monkeypatch.setenv(variable, "")        # so that teardown removes what init() sets
+        monkeypatch.delenv(variable)
+    else:
+        monkeypatch.setenv(variable, user_value)
+    distributed.init()
+    assert seen["at MPI_Init"] == (user_value or "3")      # 3: reduce-scatter + allgather

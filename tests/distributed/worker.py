@@ -128,7 +128,38 @@ def same(checkpoint_path):
     last = world - 1
     result["broadcast_from_last"] = float(tape.ops.c_broadcast(
         tape.Variable(np.array([10.0 * rank])), root=last).item())
+    result["partial"] = gradients_on_some_ranks(rank, world)
     return result
+
+
+def gradients_on_some_ranks(rank, world):
+    """Layers ``used`` (by every rank's loss), ``first`` (by rank 0's only) and ``unused``
+    (by none), in buckets that mix them: [difference of used's averaged gradient from its
+    local one, of first's from rank 0's / world, whether unused has no gradient]."""
+    tape.seed(3)      # the same parameters on every rank
+    used, first, unused = (layers.Linear(4, 3, dtype="float64") for _ in range(3))
+    x = tape.Variable(np.arange(8.0).reshape(2, 4))
+
+    def backward(on_rank_0):
+        tape.reset_global_tape()
+        loss = tape.ops.mean(used(x))
+        if on_rank_0:
+            loss = loss + tape.ops.mean(tape.ops.tanh(first(x)))
+        loss.backward()
+
+    backward(True)      # rank 0's gradients, before DataParallel takes part
+    local = {p.name: p.grad.value().copy() for p in used.params() + first.params()}
+    for p in used.params() + first.params():
+        p.grad = None
+    net = distributed.DataParallel(used.params() + first.params() + unused.params(),
+                                   bucket_mb=0.0002)   # [unused, first], [used]
+    backward(rank == 0)
+    net.close()
+    return [difference([p.grad.value() for p in used.params()],
+                       [local[p.name] for p in used.params()]),
+            difference([p.grad.value() for p in first.params()],
+                       [local[p.name] / world for p in first.params()]),
+            all(p.grad is None for p in unused.params())]
 
 
 def resume(checkpoint_path):
