@@ -21,7 +21,8 @@ import operator
 from . import flags as _flags
 from .batch_rules import SHARED, rule_cache, rule_of
 from .dispatch import invoke
-from .fusion import fuse_chains, run_chains
+from .batched_backward import note_fused, note_unit
+from .fusion import FusedChain, fuse_chains, run_chains
 from .pending import ShapeOnly, arrays_of, read
 
 
@@ -43,10 +44,16 @@ def run_ops(needed: list) -> None:
 
 def run_one(op) -> None:
     """Run one LazyOp's kernel on its inputs' values; it keeps its results, drops its inputs."""
-    if op.plan is None:     # a gradient Accumulation: array adds, no kernel
+    plan = op.plan
+    if plan is None:     # a gradient Accumulation or a fused chain: no kernel of a plan
+        if type(op) is FusedChain:
+            note_fused([op])
         op.run()
         return
-    op.results = invoke(op.plan, arrays_of(op), op.wants, op.names)
+    arrays = arrays_of(op)
+    op.results = invoke(plan, arrays, op.wants, op.names)
+    if plan.requires_grad:
+        note_unit([op], None, arrays, op.results)
     op.args = None
 
 
@@ -129,6 +136,7 @@ class Agenda:
                     group.sort(key=_record_order)
                     if group[0].plan is None:
                         if group[0].kind[0] == "fused":
+                            note_fused(group)
                             run_chains(group)
                         else:
                             run_accumulations(group)
@@ -228,7 +236,9 @@ def run_batch(ops: list, rule) -> None:
                                 for i, g in enumerate(given)]
         else:
             arrays[slot] = _column(ops, slot, concatenate, -1)
-    _hand_out(ops, tuple(invoke(first.plan, arrays, first.wants, None)), sums)
+    result = tuple(invoke(first.plan, arrays, first.wants, None))
+    note_unit(ops, ins, arrays, result)
+    _hand_out(ops, result, sums)
 
 
 def _hand_out(ops: list, result: tuple, sums: tuple) -> None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import itertools
 
 from . import dtypes
+from . import flags as _flags
 from .backward import _counts, argument_lines, gradient_target_lines, prepare
+from .batched_backward import run_batched_backward
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -59,10 +61,15 @@ class Accumulation(LazyOp):
         self.args = None
 
 
-def run_lazy_backward(ops: list, loss) -> None:
-    """Backward of ``loss`` over ``ops`` (a spent tape's handles, lazy ones among them): grad
-    ops deferred, then the leaves' gradients computed in one execution."""
+def run_lazy_backward(ops: list, loss, records) -> None:
+    """Backward of ``loss`` over ``ops`` (a spent tape's handles, lazy ones among them;
+    ``records``, the tape's ``deferred``, says where each lazy one ran): with batching on and
+    every record lazy, unit by unit over the forward batches (``tape.batched_backward``); else
+    grad ops deferred, then the leaves' gradients computed in one execution."""
     with collector_paused():
+        if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
+                and run_batched_backward(ops, records, loss):
+            return
         _run(ops, loss)
 
 

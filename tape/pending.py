@@ -37,9 +37,11 @@ class LazyOp:
     batch, and ``read`` cuts its part out when asked (most parts are never cut: a later batch
     takes their rows from the whole at once, ``tape.batching``)."""
 
-    # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it
+    # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it;
+    # ``unit``: the kernel call it ran in, as backward sees it (``tape.batched_backward``);
+    # ``record``: ``(list, index)``, where the unit goes for its tape's backward
     __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users",
-                 "batch", "row")
+                 "batch", "row", "unit", "record")
     wants = None        # the output slots to compute (None: all); a grad op names them
     shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
     dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
@@ -49,6 +51,7 @@ class LazyOp:
         self.args = args
         self.results = None
         self.batch = None
+        self.unit = self.record = None
         self.users = None
         self.order = next(_order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
@@ -88,7 +91,14 @@ def defer(plan, args: dict, produced: dict, tape) -> dict:
             for j, v in enumerate(vs):
                 v._lazy = (op, n, j if duplicable else -1)
     if tape is not None:
-        tape.deferred = True    # its backward defers the grad ops too (tape.lazy_backward)
+        # its handle is the tape's last; the tape's list of lazy records, parallel to its
+        # handles, gets ``(unit, row)`` when the op runs (a slot, not the op: holding the op
+        # would keep what it no longer needs alive, and count as a reader to tape.fusion)
+        deferred = tape.deferred
+        if deferred is False:
+            deferred = tape.deferred = []
+        op.record = (deferred, len(deferred))
+        deferred.append(None)
     return produced
 
 

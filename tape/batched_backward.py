@@ -1,0 +1,485 @@
+"""Backward of a lazy tape at the level of the forward batches: one grad call per batch.
+
+When a lazy tape's forward ops ran batched (``tape.batching``), each kernel call is a *Unit*:
+the ops it ran (rows ``0..size-1``), the arrays it was given (a batch's inputs concatenated
+along axis 0, shared ones once), its whole results, and, per input that wants a gradient,
+where its rows came from (*sources*: runs of rows of an earlier unit's output, or an array
+given to one op). Backward then walks the units in reverse order of execution and runs each
+prepared grad step of the unit's plan once, on the unit's arrays and its output gradients,
+which are whole-batch arrays too: the gradient of a batch of ``n`` ops is one call over the
+batch's rows, and the gradient of an input the batch shares is summed by that call, as a
+batch rule (``tape.batch_rules``) promises. The rows of an input gradient are added into the
+gradient arrays of the units that produced them, a run of rows at a time; an array given to
+one op (a leaf, a value computed before the op was recorded) gets its rows by the op's handle,
+as eager backward files a gradient by VarDesc.
+
+So backward costs per batch, not per op: no grad op is deferred, scheduled or re-batched, and
+no gradient is gathered from rows scattered over other batches. Gradients equal eager ones
+within float32 rounding: a batch's grad is one product over all rows where eager Tape makes
+one per op, and a variable's gradient parts are added in the order backward reaches them.
+
+Used for a tape whose every record is lazy and whose ops ran with batching on; anything else
+(an eager record on the tape, a grad step that reads an input's gradient, batching off, which
+must stay bit for bit eager) goes through ``tape.lazy_backward``'s per-op deferral.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import dtypes
+from .backward import _counts, prepare, shape_only
+from .batch_rules import SHARED
+from .desc import GRAD_SUFFIX
+from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
+from .pending import LazyOp, read
+from .variable import Variable
+
+_stamps = itertools.count()
+
+
+class Unit:
+    """One kernel call of a lazy execution, as backward sees it.
+
+    ``size`` ops of one ``plan`` ran in it (an op's ``unit`` and ``row`` say which and where);
+    ``ins`` is the batch rule's ``{input slot: CAT or SHARED}`` (None: every input is
+    concatenated, as a unit of one op or a fused chain's); ``arrays`` the kernel's inputs and
+    ``results`` its outputs (None for the ops of fused chains, whose values backward reads
+    through their handles); ``sources`` ``{(input slot, index): pieces}`` for the inputs that
+    want a gradient, each piece ``(unit, output slot index, index or -1, [rows])`` for a run of
+    ops reading rows of an earlier unit's output, or ``(None, row)`` for an array given to op
+    ``row``; ``stamp`` its place in execution order. Backward fills ``handles`` (per row),
+    ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
+    ``reached`` (the rows some gradient reached), and clears them all as it is done."""
+
+    __slots__ = ("plan", "size", "ins", "arrays", "results", "sources", "stamp", "handles",
+                 "grads", "reached")
+
+    def __init__(self, plan, size: int, ins, arrays, results):
+        self.plan = plan
+        self.size = size
+        self.ins = ins
+        self.arrays = arrays
+        self.results = results
+        self.sources = None
+        self.stamp = next(_stamps)
+        self.handles = self.grads = self.reached = None
+
+
+# ---- recording units as an execution runs them (``tape.batching``) ----
+
+def note_unit(ops: list, ins, arrays, results) -> None:
+    """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays``, and give each
+    op its unit and row; only where a gradient may flow back (the plan wants one)."""
+    first = ops[0]
+    plan = first.plan
+    if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
+        return
+    unit = Unit(plan, len(ops), ins, arrays, results)
+    unit.sources = _sources(ops, plan, ins)
+    _place(ops, unit)
+
+
+def _place(ops: list, unit) -> None:
+    """Give each of ``ops`` its unit and row, and file them where its tape's backward finds
+    them."""
+    row = 0
+    for op in ops:
+        op.unit = unit
+        op.row = row
+        record = op.record
+        if record is not None:
+            record[0][record[1]] = (unit, row)
+        row += 1
+
+
+def note_fused(chains: list) -> None:
+    """Units for the ops of FusedChains about to run as one loop: one per chain position and
+    plan, in chain order (their intermediate values are never stored; nothing reads them)."""
+    for position in range(len(chains[0].chain)):
+        by_plan = {}
+        for chain in chains:
+            op = chain.chain[position]
+            by_plan.setdefault(op.plan, []).append(op)
+        for plan, ops in by_plan.items():
+            if plan.requires_grad:
+                unit = Unit(plan, len(ops), None, None, None)
+                unit.sources = _sources(ops, plan, None)
+                _place(ops, unit)
+
+
+def _sources(ops: list, plan, ins):
+    """``Unit.sources`` of ``ops`` (their ``args`` still hold refs); None if an input that wants
+    a gradient comes from an op that ran without a unit."""
+    sources = {}
+    args = ops[0].args
+    for slot, wants in plan.wants_grad.items():
+        for i, wanted in enumerate(wants):
+            if not wanted:
+                continue
+            listed = type(args[slot]) is list
+            chosen = ops[:1] if ins is not None and ins.get(slot) == SHARED else ops
+            pieces = []
+            last = None
+            for row, op in enumerate(chosen):
+                a = op.args[slot][i] if listed else op.args[slot]
+                if type(a) is tuple:
+                    d, k, j = a
+                    unit = d.unit
+                    if unit is None:
+                        return None
+                    if last is not None and last[0] is unit and last[1] == k and last[2] == j:
+                        last[3].append(d.row)
+                    else:
+                        last = (unit, k, j, [d.row])
+                        pieces.append(last)
+                else:
+                    last = None
+                    pieces.append((None, row))
+            sources[(slot, i)] = pieces
+    return sources
+
+
+# ---- backward ----
+
+def run_batched_backward(handles: list, records: list, loss) -> bool:
+    """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
+    ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
+    gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
+    False, having changed nothing but computing the loss, where it does not apply."""
+    from . import batching      # (whose ``invoke`` runs every kernel of a lazy execution)
+    from .pending import settle_all
+    settle_all([loss])
+    seed = _seed(handles, records, loss)
+    if seed is None:
+        return False
+    units = []
+    try:
+        for h, record in zip(handles, records):
+            if record is None:
+                continue
+            unit, row = record
+            hs = unit.handles
+            if hs is None:
+                if unit.sources is None:
+                    return False
+                hs = unit.handles = [None] * unit.size
+                units.append(unit)
+            hs[row] = h
+        for unit in units:
+            if not _applies(unit):
+                return False
+        handles.clear()     # (each unit's handles go with it: values are freed as it is done)
+        records.clear()
+        units.sort(key=_by_stamp, reverse=True)
+        unit, k, j, row = seed
+        d = loss.desc
+        _add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
+                                                                    dtypes.to_numpy(d.dtype)))
+        leaves, leaf_grads, other = {}, {}, {}
+        for unit in units:
+            if other:
+                _take_filed(unit, other)
+            if unit.grads is not None:
+                _unit_backward(unit, leaves, leaf_grads, other, batching.invoke)
+            _release(unit)
+    finally:
+        for unit in units:
+            _release(unit)
+    for d, leaf in leaves.items():
+        g = leaf_grads[d][0]
+        total = g if leaf.grad is None else leaf.grad._value + g
+        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+    return True
+
+
+def _by_stamp(unit) -> int:
+    return unit.stamp
+
+
+def _release(unit) -> None:
+    unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+
+
+def _seed(handles: list, records: list, loss):
+    """``(unit, output slot index, index, row)`` of the loss, from the last handle that
+    produced it; None if no lazy op with a unit did."""
+    d = loss.desc
+    for h, record in zip(reversed(handles), reversed(records)):
+        for slot, entries in h.outputs.items():
+            for j, e in enumerate(entries):
+                if (e.desc if type(e) is Variable else e) is d:
+                    if record is None:
+                        return None
+                    unit, row = record
+                    k = _output_index(unit.plan, slot)
+                    return unit, k, j if unit.plan.outputs[k][1] else -1, row
+    return None
+
+
+_supported_plans: dict = {}
+_BATCHABLE_READS = (FWD_IN, FWD_OUT, META_IN, META_OUT, OUT_GRAD, OPT_OUT_GRAD, TEMP)
+
+
+def _applies(unit) -> bool:
+    """Whether ``unit``'s backward can run as one: its plan's grad steps read only what a
+    unit has (``_steps_supported``); a unit without its arrays (fused chains) has a handle
+    for every op; an input the batch shares, given as an array, is one variable for every op
+    (its one summed gradient goes to one place)."""
+    hs = unit.handles
+    if unit.arrays is None and None in hs:
+        return False
+    ins = unit.ins
+    if not ins or unit.size == 1:
+        return _steps_supported(unit)
+    for (slot, i), pieces in unit.sources.items():
+        if ins.get(slot) == SHARED and pieces[0][0] is None:
+            first = None
+            for h in hs:
+                if h is not None:
+                    e = h.inputs[slot][i]
+                    e = e.desc if type(e) is Variable else e
+                    if first is None:
+                        first = e
+                    elif e is not first:
+                        return False
+    return _steps_supported(unit)
+
+
+def _steps_supported(unit) -> bool:
+    plan = unit.plan
+    ok = _supported_plans.get(plan)
+    if ok is None:
+        h = next(h for h in unit.handles if h is not None)
+        steps = plan.backward if plan.backward is not None else prepare(plan, _counts(h))
+        ok = all(kind in _BATCHABLE_READS for p in steps for _, _, bound in p.ins
+                 for kind, _, _ in bound)
+        if len(_supported_plans) >= 4096:
+            _supported_plans.clear()
+        _supported_plans[plan] = ok
+    return ok
+
+
+def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) -> None:
+    """Run the grad steps of ``unit`` on its arrays and output gradients, and file each input
+    gradient: rows into the units that produced them, or by variable."""
+    hs = unit.handles
+    h0 = next(h for h in hs if h is not None)
+    plan = unit.plan
+    temps = {}
+    for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
+        args = {}
+        for slot, duplicable, bound in p.ins:
+            if not bound:
+                continue
+            values = [_argument(unit, h0, kind, fslot, i, temps) for kind, fslot, i in bound]
+            args[slot] = [v for v in values if v is not None] if duplicable else values[0]
+        result = invoke(p.plan, args, p.wants, None)
+        for n, (slot, duplicable, bound) in enumerate(p.outs):
+            if slot not in p.wants:
+                continue
+            out = result[n]
+            for j, (kind, fslot, i, kept) in enumerate(bound):
+                if not kept or out is None:
+                    continue
+                g = out[j] if duplicable else out
+                if g is None:
+                    continue
+                if kind == TEMP:
+                    temps[fslot] = g
+                else:
+                    _file(unit, fslot, i, g, leaves, leaf_grads, other)
+
+
+def _output_index(plan, slot: str) -> int:
+    for k, (name, _, _, _) in enumerate(plan.outputs):
+        if name == slot:
+            return k
+    raise KeyError(slot)
+
+
+def _argument(unit, h0, kind: int, fslot: str, i: int, temps: dict):
+    """A grad step's input bound as ``(kind, fslot, i)``, for the whole unit."""
+    if kind == OUT_GRAD or kind == OPT_OUT_GRAD:
+        k = _output_index(unit.plan, fslot)
+        j = i if unit.plan.outputs[k][1] else -1
+        entry = unit.grads.get((k, j))
+        if entry is not None:
+            return entry[0]
+        if kind == OPT_OUT_GRAD:
+            return None
+        shape, dtype = _whole_spec(unit, k, j)
+        return unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype))
+    if kind == FWD_IN:
+        arrays = unit.arrays
+        if arrays is not None:
+            a = arrays[fslot]
+            return a[i] if type(a) is list else a
+        return _joined(unit, [h.inputs[fslot][i] for h in unit.handles])
+    if kind == FWD_OUT:
+        results = unit.results
+        if results is not None:
+            k = _output_index(unit.plan, fslot)
+            a = results[k]
+            return a[i] if unit.plan.outputs[k][1] else a
+        return _joined(unit, [h.outputs[fslot][i] for h in unit.handles])
+    if kind == TEMP:
+        return temps[fslot]
+    e = (h0.inputs if kind == META_IN else h0.outputs)[fslot][i]
+    d = e.desc if type(e) is Variable else e
+    shape = d.shape
+    stacked = unit.size > 1 and not (kind == META_IN and unit.ins and
+                                     unit.ins.get(fslot) == SHARED)
+    if stacked:
+        shape = (shape[0] * unit.size,) + tuple(shape[1:])
+    return shape_only(tuple(shape), d.dtype)
+
+
+def _joined(unit, entries: list):
+    """The values of kept Variables ``entries`` (one per row), concatenated along axis 0."""
+    values = []
+    for e in entries:
+        v = e._value
+        if v is None:
+            v = read(e._lazy)
+        values.append(v)
+    if len(values) == 1:
+        return values[0]
+    return unit.plan.place.array_module().concatenate(values)
+
+
+def _whole_spec(unit, k: int, j: int) -> tuple:
+    """(shape, dtype) of the unit's whole output ``k`` (index ``j``): every op's rows."""
+    shape, dtype = unit.plan.outputs[k][2][max(j, 0)]
+    if unit.size > 1:
+        shape = (shape[0] * unit.size,) + tuple(shape[1:])
+    return shape, dtype
+
+
+def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
+    summed gradient of a shared input) piece by piece."""
+    pieces = unit.sources[(fslot, i)]
+    size = unit.size
+    if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
+        piece = pieces[0]
+        if piece[0] is not None:
+            _add_rows(piece[0], piece[1], piece[2], piece[3], g)
+        else:
+            _file_by_variable(unit.handles[piece[1]].inputs[fslot][i], g, leaves, leaf_grads,
+                              other)
+        return
+    rows_per_op = g.shape[0] // size
+    if len(pieces) == 1 and pieces[0][0] is not None:
+        piece = pieces[0]
+        _add_rows(piece[0], piece[1], piece[2], piece[3], g)
+        return
+    start = 0
+    reached = unit.reached
+    for piece in pieces:
+        source = piece[0]
+        if source is not None:
+            rows = piece[3]
+            end = start + len(rows) * rows_per_op
+            _add_rows(source, piece[1], piece[2], rows, g[start:end])
+        else:
+            row = piece[1]
+            end = start + rows_per_op
+            if row in reached:
+                _file_by_variable(unit.handles[row].inputs[fslot][i], g[start:end], leaves,
+                                  leaf_grads, other)
+        start = end
+
+
+def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """Add ``g`` to the gradient of handle entry ``e``: a leaf's, or a value's that an earlier
+    execution computed (its unit takes it, ``_take_filed``)."""
+    if type(e) is Variable:
+        d = e.desc
+        if e._tape == 0:
+            leaves[d] = e
+            _add(leaf_grads, d, g)
+            return
+    else:
+        d = e
+    _add(other, d, g)
+
+
+def _add(table: dict, key, g) -> None:
+    """Add part ``g`` to ``table[key]`` (``[array, owned]``): the first part is kept as it is
+    (a kernel's output may be shared, so it is never written), the second makes a new sum,
+    which takes any further parts in place."""
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [g, False]
+    elif entry[1]:
+        total = entry[0]
+        total += g
+        entry[0] = total    # (a 0-d sum is a numpy scalar: += made a new one)
+    else:
+        entry[0] = entry[0] + g
+        entry[1] = True
+
+
+_in_order: dict = {}
+
+
+def _add_rows(unit, k: int, j: int, rows: list, g) -> None:
+    """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
+    unit's output ``k`` (index ``j``) concatenated, to the unit's gradient of that output."""
+    grads = unit.grads
+    if grads is None:
+        grads = unit.grads = {}
+        unit.reached = set(rows)
+    else:
+        unit.reached.update(rows)
+    key = (k, j)
+    size = unit.size
+    count = len(rows)
+    if size == 1:
+        if count > 1:   # (one value read by several ops of a batch: their parts, summed)
+            g = g.reshape((count, g.shape[0] // count) + g.shape[1:]).sum(axis=0)
+        _add(grads, key, g)
+        return
+    in_order = _in_order.get(size)
+    if in_order is None:
+        in_order = _in_order[size] = list(range(size))
+    entry = grads.get(key)
+    if count == size and rows == in_order:
+        _add(grads, key, g)
+        return
+    if entry is None or not entry[1]:
+        shape, dtype = _whole_spec(unit, k, j)
+        total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \
+            if entry is None else entry[0].copy()
+        entry = grads[key] = [total, True]
+    total = entry[0]
+    per_op = total.shape[0] // size
+    first = rows[0]
+    if rows == in_order[first:first + count]:
+        total[first * per_op:(first + count) * per_op] += g
+    elif len(set(rows)) == count:
+        view = total.reshape((size, per_op) + total.shape[1:])
+        view[rows] += g.reshape((count, per_op) + total.shape[1:])
+    else:
+        view = total.reshape((size, per_op) + total.shape[1:])
+        np.add.at(view, rows, g.reshape((count, per_op) + total.shape[1:]))
+
+
+def _take_filed(unit, other: dict) -> None:
+    """Gradients filed by variable (``_file_by_variable``) for the outputs of ``unit``'s ops:
+    added into the unit's rows."""
+    for row, h in enumerate(unit.handles):
+        if h is None:
+            continue
+        for slot, entries in h.outputs.items():
+            for j, e in enumerate(entries):
+                d = e.desc if type(e) is Variable else e
+                entry = other.pop(d, None)
+                if entry is not None:
+                    k = _output_index(unit.plan, slot)
+                    if unit.grads is None:
+                        unit.grads = {}
+                        unit.reached = set()
+                    _add_rows(unit, k, j if unit.plan.outputs[k][1] else -1, [row], entry[0])
