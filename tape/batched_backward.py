@@ -33,7 +33,7 @@ from .backward import _counts, prepare, shape_only
 from .batch_rules import SHARED
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
-from .pending import LazyOp, read
+from .pending import LazyOp, read, row_index
 from .variable import Variable
 
 _stamps = itertools.count()
@@ -42,7 +42,10 @@ _stamps = itertools.count()
 class Unit:
     """One kernel call of a lazy execution, as backward sees it.
 
-    ``size`` ops of one ``plan`` ran in it (an op's ``unit`` and ``row`` say which and where);
+    ``size`` ops of one ``plan`` ran in it (an op's ``unit`` and ``row`` say which and where;
+    ``offsets``, where each op's rows start, when the ops' plans differ in the batch axis;
+    ``stacked``: the ops' inputs and outputs are blocks along a new axis 0, and ``plan`` the
+    batch rule's ``stacked_plan``);
     ``ins`` is the batch rule's ``{input slot: CAT or SHARED}`` (None: every input is
     concatenated, as a unit of one op or a fused chain's); ``arrays`` the kernel's inputs and
     ``results`` its outputs (None for the ops of fused chains, whose values backward reads
@@ -53,12 +56,14 @@ class Unit:
     ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
     ``reached`` (the rows some gradient reached), and clears them all as it is done."""
 
-    __slots__ = ("plan", "size", "ins", "arrays", "results", "sources", "stamp", "handles",
-                 "grads", "reached")
+    __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
+                 "stamp", "handles", "grads", "reached")
 
-    def __init__(self, plan, size: int, ins, arrays, results):
+    def __init__(self, plan, size: int, ins, arrays, results, offsets=None, stacked=False):
         self.plan = plan
         self.size = size
+        self.offsets = offsets
+        self.stacked = stacked
         self.ins = ins
         self.arrays = arrays
         self.results = results
@@ -69,14 +74,16 @@ class Unit:
 
 # ---- recording units as an execution runs them (``tape.batching``) ----
 
-def note_unit(ops: list, ins, arrays, results) -> None:
-    """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays``, and give each
-    op its unit and row; only where a gradient may flow back (the plan wants one)."""
+def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None) -> None:
+    """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
+    ``stacked_plan``, if not their own), and give each op its unit and row; only where a
+    gradient may flow back (the plan wants one)."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
         return
-    unit = Unit(plan, len(ops), ins, arrays, results)
+    unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
+                stacked_plan is not None)
     unit.sources = _sources(ops, plan, ins)
     _place(ops, unit)
 
@@ -148,7 +155,7 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
     ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
     gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
     False, having changed nothing but computing the loss, where it does not apply."""
-    from . import batching      # (whose ``invoke`` runs every kernel of a lazy execution)
+    from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     from .pending import settle_all
     settle_all([loss])
     seed = _seed(handles, records, loss)
@@ -329,11 +336,15 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, temps: dict):
     e = (h0.inputs if kind == META_IN else h0.outputs)[fslot][i]
     d = e.desc if type(e) is Variable else e
     shape = d.shape
-    stacked = unit.size > 1 and not (kind == META_IN and unit.ins and
-                                     unit.ins.get(fslot) == SHARED)
-    if stacked:
-        shape = (shape[0] * unit.size,) + tuple(shape[1:])
+    if unit.size > 1 and not (kind == META_IN and unit.ins and unit.ins.get(fslot) == SHARED):
+        shape = (unit.size,) + tuple(shape) if unit.stacked else \
+            (_total_rows(unit, shape[0]),) + tuple(shape[1:])
     return shape_only(tuple(shape), d.dtype)
+
+
+def _total_rows(unit, rows_per_op: int) -> int:
+    offsets = unit.offsets
+    return rows_per_op * unit.size if offsets is None else offsets[-1]
 
 
 def _joined(unit, entries: list):
@@ -352,8 +363,8 @@ def _joined(unit, entries: list):
 def _whole_spec(unit, k: int, j: int) -> tuple:
     """(shape, dtype) of the unit's whole output ``k`` (index ``j``): every op's rows."""
     shape, dtype = unit.plan.outputs[k][2][max(j, 0)]
-    if unit.size > 1:
-        shape = (shape[0] * unit.size,) + tuple(shape[1:])
+    if unit.size > 1 and not unit.stacked:      # (a stacked plan's specs are whole)
+        shape = (_total_rows(unit, shape[0]),) + tuple(shape[1:])
     return shape, dtype
 
 
@@ -365,45 +376,48 @@ def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: di
     if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
         piece = pieces[0]
         if piece[0] is not None:
-            _add_rows(piece[0], piece[1], piece[2], piece[3], g)
+            _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
         else:
             _file_by_variable(unit.handles[piece[1]].inputs[fslot][i], g, leaves, leaf_grads,
                               other)
         return
-    rows_per_op = g.shape[0] // size
     if len(pieces) == 1 and pieces[0][0] is not None:
         piece = pieces[0]
-        _add_rows(piece[0], piece[1], piece[2], piece[3], g)
+        _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
         return
-    start = 0
+    offsets = unit.offsets
+    if offsets is None:
+        per_op = g.shape[0] // size
+        offsets = range(0, per_op * (size + 1), per_op)
+    first = 0       # (the op place where the piece starts)
     reached = unit.reached
     for piece in pieces:
         source = piece[0]
         if source is not None:
             rows = piece[3]
-            end = start + len(rows) * rows_per_op
-            _add_rows(source, piece[1], piece[2], rows, g[start:end])
+            end = first + len(rows)
+            _add_rows(source, piece[1], piece[2], rows, g[offsets[first]:offsets[end]],
+                      unit.stacked)
         else:
             row = piece[1]
-            end = start + rows_per_op
+            end = first + 1
             if row in reached:
-                _file_by_variable(unit.handles[row].inputs[fslot][i], g[start:end], leaves,
-                                  leaf_grads, other)
-        start = end
+                _file_by_variable(unit.handles[row].inputs[fslot][i],
+                                  g[offsets[first]:offsets[end]], leaves, leaf_grads, other)
+        first = end
 
 
 def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
     """Add ``g`` to the gradient of handle entry ``e``: a leaf's, or a value's that an earlier
     execution computed (its unit takes it, ``_take_filed``)."""
-    if type(e) is Variable:
-        d = e.desc
-        if e._tape == 0:
-            leaves[d] = e
-            _add(leaf_grads, d, g)
-            return
+    d = e.desc if type(e) is Variable else e
+    if g.shape != d.shape:      # (a block of a stacked batch's gradient)
+        g = g.reshape(d.shape)
+    if type(e) is Variable and e._tape == 0:
+        leaves[d] = e
+        _add(leaf_grads, d, g)
     else:
-        d = e
-    _add(other, d, g)
+        _add(other, d, g)
 
 
 def _add(table: dict, key, g) -> None:
@@ -425,9 +439,10 @@ def _add(table: dict, key, g) -> None:
 _in_order: dict = {}
 
 
-def _add_rows(unit, k: int, j: int, rows: list, g) -> None:
+def _add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None:
     """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
-    unit's output ``k`` (index ``j``) concatenated, to the unit's gradient of that output."""
+    unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
+    batch's input gradient is), to the unit's gradient of that output."""
     grads = unit.grads
     if grads is None:
         grads = unit.grads = {}
@@ -439,7 +454,10 @@ def _add_rows(unit, k: int, j: int, rows: list, g) -> None:
     count = len(rows)
     if size == 1:
         if count > 1:   # (one value read by several ops of a batch: their parts, summed)
-            g = g.reshape((count, g.shape[0] // count) + g.shape[1:]).sum(axis=0)
+            g = g.reshape((count, -1)).sum(axis=0)
+            reshape = True
+        if reshape:
+            g = g.reshape(_whole_spec(unit, k, j)[0])
         _add(grads, key, g)
         return
     in_order = _in_order.get(size)
@@ -447,6 +465,8 @@ def _add_rows(unit, k: int, j: int, rows: list, g) -> None:
         in_order = _in_order[size] = list(range(size))
     entry = grads.get(key)
     if count == size and rows == in_order:
+        if reshape or unit.stacked:
+            g = g.reshape(_whole_spec(unit, k, j)[0])
         _add(grads, key, g)
         return
     if entry is None or not entry[1]:
@@ -455,16 +475,24 @@ def _add_rows(unit, k: int, j: int, rows: list, g) -> None:
             if entry is None else entry[0].copy()
         entry = grads[key] = [total, True]
     total = entry[0]
-    per_op = total.shape[0] // size
     first = rows[0]
+    offsets = unit.offsets
+    if offsets is not None:
+        if rows == in_order[first:first + count]:
+            total[offsets[first]:offsets[first + count]] += g
+        elif len(set(rows)) == count:
+            total[row_index(offsets, rows)] += g
+        else:
+            np.add.at(total, row_index(offsets, rows), g)
+        return
+    blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
+    g = g.reshape((count, -1))
     if rows == in_order[first:first + count]:
-        total[first * per_op:(first + count) * per_op] += g
+        blocks[first:first + count] += g
     elif len(set(rows)) == count:
-        view = total.reshape((size, per_op) + total.shape[1:])
-        view[rows] += g.reshape((count, per_op) + total.shape[1:])
+        blocks[rows] += g
     else:
-        view = total.reshape((size, per_op) + total.shape[1:])
-        np.add.at(view, rows, g.reshape((count, per_op) + total.shape[1:]))
+        np.add.at(blocks, rows, g)
 
 
 def _take_filed(unit, other: dict) -> None:

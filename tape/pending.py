@@ -22,6 +22,8 @@ import contextlib
 import gc
 import itertools
 
+import numpy as np
+
 from . import flags as _flags
 from .backward import shape_only
 from .runner import no_value
@@ -161,7 +163,7 @@ def part_of(op, result, n: int, j: int):
     sum for the batch's first op and None for the others."""
     if result is None:
         return None
-    size, sums = op.batch
+    size, sums, offsets, stacked = op.batch
     row = op.row
     if n in sums:
         if row:
@@ -170,8 +172,18 @@ def part_of(op, result, n: int, j: int):
     value = result if j < 0 else result[j]
     if value is None:
         return None
+    if offsets is not None:
+        return value[offsets[row]:offsets[row + 1]]
+    if stacked:
+        return value[row, ...]      # (a 0-D view where each op's value is 0-D)
     rows = value.shape[0] // size
     return value[row * rows:(row + 1) * rows]
+
+
+def row_index(offsets: list, rows: list):
+    """The indices along axis 0 of op places ``rows`` of a batch whose ops' rows start at
+    ``offsets``."""
+    return np.concatenate([np.arange(offsets[r], offsets[r + 1]) for r in rows])
 
 
 def compute(refs: list) -> list:

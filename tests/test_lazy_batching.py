@@ -158,6 +158,90 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
 
 
+def test_ops_differing_only_in_batch_axis_size_batch_together(kernel_calls):
+    """Inputs of 1, 3, 2 and 1 rows: one call per op; later batches read their rows whole,
+    as a slice and out of order; forward and gradients bit for bit unbatched."""
+    rng = np.random.default_rng(9)
+    xs = [Variable(floats(rng, (n, 5)), stop_gradient=False) for n in (1, 3, 2, 1)]
+
+    def build():
+        ys = [ops.tanh(x) for x in xs]
+        backwards = [ops.exp(ys[i]) for i in (3, 0, 2)]
+        middle = [ops.sigmoid(ys[i]) for i in (1, 2)]
+        every = [ops.scale(y, scale=3.0) for y in ys]
+        return ops.reduce_sum(ops.concat(backwards + middle + every, axis=0))
+    batched = run_lazily(build, xs)
+    calls = [(t, arrays.get("X", arrays.get("Out@GRAD")).shape) for t, arrays in kernel_calls
+             if t in ("tanh", "exp", "sigmoid", "scale", "tanh_grad", "exp_grad")]
+    assert sorted(calls) == [("exp", (4, 5)), ("exp_grad", (4, 5)), ("scale", (7, 5)),
+                             ("scale", (7, 5)),     # (and scale's gradient, a scale)
+                             ("sigmoid", (5, 5)), ("tanh", (7, 5)), ("tanh_grad", (7, 5))]
+    with batching_off():
+        unbatched = run_lazily(build, xs)
+    np.testing.assert_array_equal(batched[0], unbatched[0])
+    for a, b in zip(batched[1], unbatched[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_shared_weight_batches_inputs_of_different_batch_sizes(kernel_calls):
+    """The signature is the plan apart from the batch axis: mul with a shared weight on
+    (1, 6) and (3, 6) inputs is one product, its weight's gradient one product too."""
+    rng = np.random.default_rng(10)
+    w = Variable(floats(rng, (6, 4)), stop_gradient=False)
+    b = Variable(floats(rng, (4,)), stop_gradient=False)
+    xs = [Variable(floats(rng, (n, 6)), stop_gradient=False) for n in (1, 3, 1, 2)]
+
+    def build():
+        hs = [ops.tanh(ops.elementwise_add(ops.mul(x, w), b)) for x in xs]
+        return ops.reduce_sum(ops.concat(hs[::-1], axis=0))
+    params = [w, b, *xs]
+    batched = run_lazily(build, params)
+    muls = [arrays for t, arrays in kernel_calls if t == "mul"]
+    assert len(muls) == 1 and muls[0]["X"].shape == (7, 6) and muls[0]["Y"] is w.value()
+    assert [t for t, _ in kernel_calls].count("mul_grad") == 1
+    with batching_off():
+        unbatched = run_lazily(build, params)
+    np.testing.assert_allclose(batched[0], unbatched[0], rtol=1e-6)
+    for a, e in zip(batched[1], unbatched[1]):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
+
+
+def test_reductions_over_axis_0_and_everything_batch(kernel_calls):
+    """The mean of each sample's loss, and reductions over axis 0 or every axis (with and
+    without keep_dim): each kind runs once on its inputs stacked along a new axis, its grad
+    too, and later batches read the stacked results."""
+    rng = np.random.default_rng(11)
+    xs = [Variable(floats(rng, (3, 4)), stop_gradient=False) for _ in range(5)]
+
+    def build():
+        terms = []
+        for x in xs:
+            h = ops.tanh(x)
+            terms.append(ops.mean(h))
+            terms.append(ops.reduce_sum(ops.exp(ops.reduce_sum(h, dim=[0])), reduce_all=True))
+            terms.append(ops.reduce_mean(ops.reduce_max(h * x, dim=[0, -1], keep_dim=True)))
+            terms.append(ops.reduce_min(ops.scale(h, scale=2.0), dim=[], keep_dim=True))
+        return ops.scale(ops.sum([ops.reshape2(t, shape=[1]) for t in terms]), scale=0.5)
+    batched = run_lazily(build, xs)
+    calls = [(t, arrays.get("X", arrays.get("Out@GRAD")).shape) for t, arrays in kernel_calls
+             if t.startswith(("reduce", "mean", "exp"))]
+    assert sorted(calls) == sorted([
+        ("reduce_mean", (5, 3, 4)), ("reduce_mean_grad", (5, 3, 4)),     # the 5 means
+        ("reduce_sum", (5, 3, 4)), ("reduce_sum_grad", (5, 3, 4)),       # over axis 0
+        ("exp", (20,)), ("exp_grad", (20,)),                             # read stacked rows
+        ("reduce_sum", (5, 4)), ("reduce_sum_grad", (5, 4)),             # reduce_all
+        ("reduce_max", (5, 3, 4)), ("reduce_max_grad", (5, 3, 4)),
+        ("reduce_mean", (5, 1, 1)), ("reduce_mean_grad", (5, 1, 1)),
+        ("reduce_min", (5, 3, 4)), ("reduce_min_grad", (5, 3, 4))]), calls
+    with batching_off():
+        unbatched = run_lazily(build, xs)
+    assert not any(t == "reduce_mean" and arrays["X"].shape == (5, 3, 4)
+                   for t, arrays in kernel_calls[len(calls):])
+    np.testing.assert_allclose(batched[0], unbatched[0], rtol=1e-6)
+    for a, e in zip(batched[1], unbatched[1], strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
+
+
 # ---- Tree-LSTM over 16 trees ----
 
 def _benchmark_models():
