@@ -25,6 +25,7 @@ must stay bit for bit eager) goes through ``tape.lazy_backward``'s per-op deferr
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class Unit:
     ``reached`` (the rows some gradient reached), and clears them all as it is done."""
 
     __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
-                 "stamp", "handles", "grads", "reached")
+                 "stamp", "handles", "grads", "reached", "__weakref__")
 
     def __init__(self, plan, size: int, ins, arrays, results, offsets=None, stacked=False):
         self.plan = plan
@@ -89,15 +90,18 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None) 
 
 
 def _place(ops: list, unit) -> None:
-    """Give each of ``ops`` its unit and row, and file them where its tape's backward finds
-    them."""
+    """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
+    it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
+    what only backward needed) and row, and file them where its tape's backward finds them."""
+    ref = weakref.ref(unit)
     row = 0
     for op in ops:
-        op.unit = unit
+        op.unit = ref
         op.row = row
         record = op.record
         if record is not None:
             record[0][record[1]] = (unit, row)
+            op.record = None    # (a Variable holding the op must not hold its tape's units)
         row += 1
 
 
@@ -134,6 +138,7 @@ def _sources(ops: list, plan, ins):
                 if type(a) is tuple:
                     d, k, j = a
                     unit = d.unit
+                    unit = unit() if unit is not None else None
                     if unit is None:
                         return None
                     if last is not None and last[0] is unit and last[1] == k and last[2] == j:
@@ -272,24 +277,26 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
     """Run the grad steps of ``unit`` on its arrays and output gradients, and file each input
     gradient: rows into the units that produced them, or by variable."""
     hs = unit.handles
-    h0 = next(h for h in hs if h is not None)
+    h0 = hs[0] if hs[0] is not None else next(h for h in hs if h is not None)
     plan = unit.plan
+    program = _programs.get(plan)
+    if program is None:
+        program = _program(plan, h0)
     temps = {}
-    for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
+    for p, ins, outs in program:
         args = {}
-        for slot, duplicable, bound in p.ins:
-            if not bound:
-                continue
-            values = [_argument(unit, h0, kind, fslot, i, temps) for kind, fslot, i in bound]
-            args[slot] = [v for v in values if v is not None] if duplicable else values[0]
+        for slot, duplicable, bound in ins:
+            if duplicable:
+                values = [_argument(unit, h0, *b, temps) for b in bound]
+                args[slot] = [v for v in values if v is not None]
+            else:
+                args[slot] = _argument(unit, h0, *bound[0], temps)
         result = invoke(p.plan, args, p.wants, None)
-        for n, (slot, duplicable, bound) in enumerate(p.outs):
-            if slot not in p.wants:
-                continue
+        for n, duplicable, targets in outs:
             out = result[n]
-            for j, (kind, fslot, i, kept) in enumerate(bound):
-                if not kept or out is None:
-                    continue
+            if out is None:
+                continue
+            for j, kind, fslot, i in targets:
                 g = out[j] if duplicable else out
                 if g is None:
                     continue
@@ -299,6 +306,42 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
                     _file(unit, fslot, i, g, leaves, leaf_grads, other)
 
 
+_programs: dict = {}
+
+
+def _program(plan, h0) -> tuple:
+    """Per grad step of ``plan``: ``(step, inputs, outputs)``, the bindings written for a
+    unit: inputs ``(slot, duplicable, ((kind, fslot, i, output index, index), ...))`` and the
+    wanted, kept outputs ``(n, duplicable, ((j, kind, fslot, i), ...))`` (made once per
+    plan)."""
+    steps = []
+    for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
+        ins = []
+        for slot, duplicable, bound in p.ins:
+            if bound:
+                ins.append((slot, duplicable, tuple(_resolved(plan, *b) for b in bound)))
+        outs = []
+        for n, (slot, duplicable, bound) in enumerate(p.outs):
+            if slot in p.wants:
+                targets = tuple((j, kind, fslot, i)
+                                for j, (kind, fslot, i, kept) in enumerate(bound) if kept)
+                if targets:
+                    outs.append((n, duplicable, targets))
+        steps.append((p, tuple(ins), tuple(outs)))
+    if len(_programs) >= 4096:
+        _programs.clear()
+    program = _programs[plan] = tuple(steps)
+    return program
+
+
+def _resolved(plan, kind: int, fslot: str, i: int) -> tuple:
+    """A binding with the forward output it names as ``(output index, index or -1)``."""
+    if kind in (OUT_GRAD, OPT_OUT_GRAD, FWD_OUT):
+        k = _output_index(plan, fslot)
+        return kind, fslot, i, k, i if plan.outputs[k][1] else -1
+    return kind, fslot, i, -1, -1
+
+
 def _output_index(plan, slot: str) -> int:
     for k, (name, _, _, _) in enumerate(plan.outputs):
         if name == slot:
@@ -306,11 +349,10 @@ def _output_index(plan, slot: str) -> int:
     raise KeyError(slot)
 
 
-def _argument(unit, h0, kind: int, fslot: str, i: int, temps: dict):
-    """A grad step's input bound as ``(kind, fslot, i)``, for the whole unit."""
+def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: dict):
+    """A grad step's input bound as ``(kind, fslot, i)`` (forward output ``k``, index ``j``,
+    where it names one), for the whole unit."""
     if kind == OUT_GRAD or kind == OPT_OUT_GRAD:
-        k = _output_index(unit.plan, fslot)
-        j = i if unit.plan.outputs[k][1] else -1
         entry = unit.grads.get((k, j))
         if entry is not None:
             return entry[0]
@@ -327,9 +369,8 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, temps: dict):
     if kind == FWD_OUT:
         results = unit.results
         if results is not None:
-            k = _output_index(unit.plan, fslot)
             a = results[k]
-            return a[i] if unit.plan.outputs[k][1] else a
+            return a if j < 0 else a[j]
         return _joined(unit, [h.outputs[fslot][i] for h in unit.handles])
     if kind == TEMP:
         return temps[fslot]

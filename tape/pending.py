@@ -40,7 +40,8 @@ class LazyOp:
     takes their rows from the whole at once, ``tape.batching``)."""
 
     # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it;
-    # ``unit``: the kernel call it ran in, as backward sees it (``tape.batched_backward``);
+    # ``unit``: a weak reference to the kernel call it ran in, as backward sees it
+    # (``tape.batched_backward``);
     # ``record``: ``(list, index)``, where the unit goes for its tape's backward
     __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users",
                  "batch", "row", "unit", "record")
