@@ -88,11 +88,15 @@ def defer(plan, args: dict, produced: dict, tape) -> dict:
     if _flags.checking:
         names = {slot: [v.name for v in vs] for slot, vs in produced.items()}
     op = LazyOp(plan, args, names)
-    for n, (slot, duplicable, _, _) in enumerate(plan.outputs):
-        vs = produced.get(slot)
-        if vs:
-            for j, v in enumerate(vs):
-                v._lazy = (op, n, j if duplicable else -1)
+    layout = _layouts.get(plan)
+    if layout is None:
+        layout = _layout(plan)
+    for n, slot, duplicable in layout:
+        if duplicable:
+            for j, v in enumerate(produced[slot]):
+                v._lazy = (op, n, j)
+        else:
+            produced[slot][0]._lazy = (op, n, -1)
     if tape is not None:
         # its handle is the tape's last; the tape's list of lazy records, parallel to its
         # handles, gets ``(unit, row)`` when the op runs (a slot, not the op: holding the op
@@ -103,6 +107,20 @@ def defer(plan, args: dict, produced: dict, tape) -> dict:
         op.record = (deferred, len(deferred))
         deferred.append(None)
     return produced
+
+
+_layouts: dict = {}
+
+
+def _layout(plan) -> tuple:
+    """``((output slot index, slot, duplicable), ...)`` of the output slots of ``plan`` that
+    make Variables (``runner.make_outputs`` makes every slot with a spec)."""
+    if len(_layouts) >= 4096:
+        _layouts.clear()
+    layout = _layouts[plan] = tuple((n, slot, duplicable)
+                                    for n, (slot, duplicable, spec, _) in enumerate(plan.outputs)
+                                    if spec)
+    return layout
 
 
 def pending_ref(info, name: str, v):
