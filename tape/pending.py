@@ -129,9 +129,10 @@ def pending_ref(info, name: str, v):
     ref = getattr(v, "_lazy", None)     # (a slot eager Variables never set)
     if ref is None:
         raise no_value(info, name, v.desc)
-    op, n, j = ref
-    if op.results is not None:          # ran already: read the value as an eager op would
-        return settle(v)
+    if ref[0].results is not None:      # ran already: read the value as an eager op would
+        value = v._value = read(ref)
+        v._lazy = None
+        return value
     return ref
 
 
