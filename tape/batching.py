@@ -20,10 +20,10 @@ import operator
 
 from . import flags as _flags
 from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
-from .batched_backward import note_fused, note_unit
 from .dispatch import invoke
 from .fusion import FusedChain, fuse_chains, run_chains
 from .pending import ShapeOnly, arrays_of, read, row_index
+from .units import note_fused, note_unit
 
 
 def run_ops(needed: list) -> None:
