@@ -299,9 +299,9 @@ def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: di
         piece = pieces[0]
         if piece[0] is not None:
             _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
-        else:
-            _file_by_variable(unit.handles[piece[1]].inputs[fslot][i], g, leaves, leaf_grads,
-                              other)
+        else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
+            h = next(h for h in unit.handles if h is not None)
+            _file_by_variable(h.inputs[fslot][i], g, leaves, leaf_grads, other)
         return
     if len(pieces) == 1 and pieces[0][0] is not None:
         piece = pieces[0]
@@ -323,9 +323,10 @@ def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: di
         else:
             row = piece[1]
             end = first + 1
-            if row in reached:
-                _file_by_variable(unit.handles[row].inputs[fslot][i],
-                                  g[offsets[first]:offsets[end]], leaves, leaf_grads, other)
+            h = unit.handles[row]   # (None: an op of the batch another tape recorded)
+            if row in reached and h is not None:
+                _file_by_variable(h.inputs[fslot][i], g[offsets[first]:offsets[end]], leaves,
+                                  leaf_grads, other)
         first = end
 
 

@@ -223,6 +223,34 @@ def test_reductions_over_axis_0_and_everything_batch(kernel_calls):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
 
 
+def test_a_batch_of_ops_of_two_tapes_gives_each_backward_its_own_rows(kernel_calls):
+    """Pending ops of an earlier tape run in one batch with the current tape's: backward of
+    the current tape's loss reaches only its own ops' inputs."""
+    rng = np.random.default_rng(12)
+    w = Variable(floats(rng, (4, 3)), stop_gradient=False)
+    x1, x2 = (Variable(floats(rng, (2, 4)), stop_gradient=False) for _ in range(2))
+    with tape.lazy():
+        tape.reset_global_tape()
+        earlier = ops.tanh(ops.mul(x1, w))
+        tape.reset_global_tape()
+        loss = ops.reduce_sum(ops.tanh(ops.mul(x2, w)) * 2.0)
+        tape.compute(earlier, loss)
+        loss.backward()
+    assert [(t, arrays["X"].shape) for t, arrays in kernel_calls
+            if t in ("mul", "tanh")] == [("mul", (4, 4)), ("tanh", (4, 3))]
+    assert x1.grad is None
+    expected_x2, expected_w = _eager_gradients(x2, w)
+    np.testing.assert_allclose(x2.grad.numpy(), expected_x2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), expected_w, rtol=1e-5, atol=1e-6)
+
+
+def _eager_gradients(x, w):
+    tape.reset_global_tape()
+    xe, we = (Variable(v.value(), stop_gradient=False) for v in (x, w))
+    ops.reduce_sum(ops.tanh(ops.mul(xe, we)) * 2.0).backward()
+    return xe.grad.numpy(), we.grad.numpy()
+
+
 # ---- Tree-LSTM over 16 trees ----
 
 def _benchmark_models():
