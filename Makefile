@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml
 	    (apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) || \
 	    echo "note: could not install Open MPI; the tests of tape.distributed will be skipped"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# interop: PaddlePaddle; onnx: onnx + onnxruntime; dist: mpi4py, whose wheel loads the
+	@# interop: PaddlePaddle; onnx: onnx + onnxruntime; bench: DyNet, a benchmark peer whose
+	@# models the tests check against Tape's; dist: mpi4py, whose wheel loads the
 	@# machine's MPI library (Debian's Open MPI above) when used
-	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop,onnx,dist]'
+	$(BIN)/python -m pip install --quiet -e '.[test,examples,interop,onnx,dist,bench]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,7 +1,8 @@
-"""Dynamic (DyNet-style) training steps, float32, in Tape beside the same models in PyTorch.
+"""Dynamic (DyNet-style) training steps, float32, in Tape beside PyTorch and DyNet.
 
 Python rebuilds the graph at every step, so these measure what a define-by-run library costs
-per op in the models it is made for:
+per op in the models it is made for (the models: ``dynamic_models.py``, and for DyNet
+``dynet_models.py``):
 
 - LSTMCell: one step, batch 1, input 32, hidden 32 from a random state; forward and backward of
   sum(h') + sum(c'), no update.
@@ -13,24 +14,38 @@ per op in the models it is made for:
   (lr 0.05).
 - Tree-LSTM, 16 trees per tape, and char LM, 16 separate sequences per tape: the mean loss of
   16 samples in one graph, one backward and one SGD step (figures per sample): what lazy
-  Tape's autobatching is for.
+  Tape's and DyNet's autobatching are for. Beside them, PyTorch trains on the same 16 samples
+  one per step ("per-sample loop").
+- char LM, the same 16 sequences batched by hand: one LSTM over a batch of 16, the floor that
+  autobatching is measured against.
+- the 100-op chain of ``per_op.py`` (µs per op, forward with its value, and forward +
+  backward).
 
-Tape runs eagerly and lazily (``with tape.lazy():``, autobatching on): the same model, data and
-parameters, one tape per step.
+Tape runs eagerly and lazily (``with tape.lazy():``, autobatching and fusion on): the same
+model, data and parameters, one tape per step. PyTorch and numpy's BLAS run on one thread
+(these products are far too small for more); PyTorch uses its own layers (nn.LSTMCell,
+nn.Linear, nn.Embedding). DyNet (``pip install dynet38``, optional) runs in two child
+processes, autobatching off and on (``dynet_peer.py``), with its own layers where it has them
+(VanillaLSTMBuilder), single-threaded as its CPU build is. Every peer starts from Tape's
+initial parameters; before timing, one step's gradients (and DyNet's loss) are compared with
+Tape's. The last table gives the throughput ratios issue 12 sets targets for.
 
-    .venv/bin/python benchmarks/dynamic.py [--quick]
+    .venv/bin/python benchmarks/dynamic.py [--quick] [--cpu-time]
 
-PyTorch and numpy's BLAS run on one thread (these products are far too small for more);
-PyTorch uses its own layers
-(nn.LSTMCell, nn.Linear, nn.Embedding), from Tape's initial parameters and on the same data;
-one step's gradients are compared before timing.
+``--cpu-time`` times each library by the CPU time of its process (``time.process_time``)
+instead of wall time: other load on a shared machine changes it less.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
 
+import dynamic_models as models
 import numpy as np
+import per_op
+from dynet_peer import DynetPeer, dynet_installed, peer_name
 from harness import (
     TAPE,
     TORCH,
@@ -47,251 +62,50 @@ from harness import (
 
 TAPE_NEEDS = ("layers.LSTMCell", "layers.Embedding", "layers.Linear", "optim.SGD",
               "ops.softmax_with_cross_entropy", "ops.concat", "ops.split", "ops.reduce_sum")
-LEARNING_RATE = 0.05
-CELL_INPUT, CELL_HIDDEN = 32, 32
-TREE_VOCAB, TREE_EMBED, TREE_HIDDEN, TREE_CLASSES = 1000, 64, 64, 5
-TREE_LEAVES = (10, 30)
-TREES = 10                      # trees per timed call (one step each)
-CHAR_VOCAB, CHAR_EMBED, CHAR_HIDDEN, CHAR_LENGTH = 60, 32, 64, 30
 RTOL = 1e-4
-FOREST = 16                     # trees per tape in the forest workload
 TAPE_LAZY = "Tape, lazy"
+TORCH_LOOP = "PyTorch, per-sample loop"
+LAZY_RECORDING = "Tape, lazy, recorded only (nothing computed)"
+DYNET_OFF, DYNET_ON = peer_name(False), peer_name(True)
+FOREST, LENGTH = models.FOREST, models.CHAR_LENGTH
 
 
-# --- LSTMCell: one step, forward + backward ------------------------------------------------
-
-def lstm_cell_samples(rng):
-    """One ``(x, h, c)``, each float32 (1, size)."""
-    return [tuple(rng.standard_normal((1, size)).astype(np.float32)
-                  for size in (CELL_INPUT, CELL_HIDDEN, CELL_HIDDEN))]
-
-
-def lstm_cell_tape(tape, samples):
-    cell = tape.layers.LSTMCell(CELL_INPUT, CELL_HIDDEN)
-    ops = tape.ops
-
-    def loss(x, h, c):
-        h, c = cell(x, (h, c))
-        return ops.reduce_sum(h, reduce_all=True) + ops.reduce_sum(c, reduce_all=True)
-
-    return cell.params(), [functools.partial(loss, *map(tape.Variable, sample))
-                           for sample in samples]
+class Workload(NamedTuple):
+    key: str
+    title: str
+    samples: Callable           # samples(rng)
+    tape: Callable              # (params, losses) = tape(tape module, samples)
+    torch: Callable             # (twins, losses) = torch(torch module, samples)
+    learning_rate: float | None     # SGD's; None: no update
+    dynet: str | None = None    # the model's name in dynet_models.MODELS
+    torch_per_sample: Callable | None = None    # PyTorch, one sample per step, same samples
+    unit: str = "ms per step"   # "ms per sample" where a step trains on all samples
 
 
-def lstm_cell_torch(torch, samples):
-    cell = torch.nn.LSTMCell(CELL_INPUT, CELL_HIDDEN)
-
-    def loss(x, h, c):
-        h, c = cell(x, (h, c))
-        return h.sum() + c.sum()
-
-    return _lstm_twins(cell), [functools.partial(loss, *map(torch.from_numpy, sample))
-                               for sample in samples]
-
-
-# --- binary Tree-LSTM ----------------------------------------------------------------------
-
-def random_tree(rng, leaves: int):
-    """A binary tree of ``leaves`` word ids: an int is a leaf, a pair ``(left, right)`` a node."""
-    if leaves == 1:
-        return int(rng.integers(TREE_VOCAB))
-    left = int(rng.integers(1, leaves))
-    return random_tree(rng, left), random_tree(rng, leaves - left)
-
-
-def map_leaves(tree, convert):
-    """``tree`` with each leaf replaced by ``convert(leaf)``."""
-    if isinstance(tree, tuple):
-        return tuple(map_leaves(child, convert) for child in tree)
-    return convert(tree)
-
-
-def tree_samples(rng):
-    """``TREES`` ``(tree, label)`` pairs, 10-30 leaves each, labels in [0, 5)."""
-    low, high = TREE_LEAVES
-    return [(random_tree(rng, int(rng.integers(low, high + 1))), int(rng.integers(TREE_CLASSES)))
-            for _ in range(TREES)]
-
-
-def tree_lstm_tape(tape, samples):
-    """Leaf: i, o, u from the word's embedding, c = i * u. Node: i, f_left, f_right, o, u from
-    [h_left, h_right], c = i * u + f_left * c_left + f_right * c_right. Both: h = o * tanh(c)."""
-    layers, ops = tape.layers, tape.ops
-    embed = layers.Embedding(TREE_VOCAB, TREE_EMBED)
-    leaf_gates = layers.Linear(TREE_EMBED, 3 * TREE_HIDDEN)
-    node_gates = layers.Linear(2 * TREE_HIDDEN, 5 * TREE_HIDDEN)
-    classify = layers.Linear(TREE_HIDDEN, TREE_CLASSES)
-
-    def encode(tree):
-        if isinstance(tree, tuple):
-            (h_left, c_left), (h_right, c_right) = encode(tree[0]), encode(tree[1])
-            gates = node_gates(ops.concat([h_left, h_right], axis=1))
-            i, f_left, f_right, o, u = ops.split(gates, num=5, axis=1)
-            c = (ops.sigmoid(i) * ops.tanh(u) + ops.sigmoid(f_left) * c_left
-                 + ops.sigmoid(f_right) * c_right)
-        else:
-            i, o, u = ops.split(leaf_gates(embed(tree)), num=3, axis=1)
-            c = ops.sigmoid(i) * ops.tanh(u)
-        return ops.sigmoid(o) * ops.tanh(c), c
-
-    def loss(tree, label):
-        logits = classify(encode(tree)[0])
-        return ops.mean(ops.softmax_with_cross_entropy(logits, label)[1])
-
-    params = [p for layer in (embed, leaf_gates, node_gates, classify) for p in layer.params()]
-    word = functools.partial(_tape_ids, tape)
-    return params, [functools.partial(loss, map_leaves(tree, word), word([[label]]))
-                    for tree, label in samples]
-
-
-def tree_lstm_torch(torch, samples):
-    nn = torch.nn
-    embed = nn.Embedding(TREE_VOCAB, TREE_EMBED)
-    leaf_gates = nn.Linear(TREE_EMBED, 3 * TREE_HIDDEN)
-    node_gates = nn.Linear(2 * TREE_HIDDEN, 5 * TREE_HIDDEN)
-    classify = nn.Linear(TREE_HIDDEN, TREE_CLASSES)
-
-    def encode(tree):
-        if isinstance(tree, tuple):
-            (h_left, c_left), (h_right, c_right) = encode(tree[0]), encode(tree[1])
-            gates = node_gates(torch.cat([h_left, h_right], dim=1))
-            i, f_left, f_right, o, u = gates.chunk(5, dim=1)
-            c = (torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f_left) * c_left
-                 + torch.sigmoid(f_right) * c_right)
-        else:
-            i, o, u = leaf_gates(embed(tree)).chunk(3, dim=1)
-            c = torch.sigmoid(i) * torch.tanh(u)
-        return torch.sigmoid(o) * torch.tanh(c), c
-
-    def loss(tree, label):
-        return nn.functional.cross_entropy(classify(encode(tree)[0]), label)
-
-    twins = [(embed.weight, False)] + [twin for layer in (leaf_gates, node_gates, classify)
-                                       for twin in _linear_twins(layer)]
-    word = functools.partial(_torch_ids, torch)
-    return twins, [functools.partial(loss, map_leaves(tree, word), word(label))
-                   for tree, label in samples]
-
-
-# --- character LSTM language model ---------------------------------------------------------
-
-def char_samples(rng):
-    """One sequence of ``CHAR_LENGTH + 1`` character ids: inputs and next-character targets."""
-    return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1)]
-
-
-def char_lm_tape(tape, samples):
-    """Embed all characters at once, cut into steps, run the cell, project every h at once."""
-    layers, ops = tape.layers, tape.ops
-    embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
-    cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
-    project = layers.Linear(CHAR_HIDDEN, CHAR_VOCAB)
-
-    def loss(inputs, targets):
-        state, hs = None, []
-        for x in ops.split(embed(inputs), num=CHAR_LENGTH, axis=0):
-            state = cell(x, state)
-            hs.append(state[0])
-        logits = project(ops.concat(hs, axis=0))
-        return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
-
-    params = [p for layer in (embed, cell, project) for p in layer.params()]
-    return params, [functools.partial(loss, _tape_ids(tape, ids[:-1]),
-                                      _tape_ids(tape, ids[1:, None])) for ids in samples]
-
-
-def char_lm_torch(torch, samples):
-    nn = torch.nn
-    embed = nn.Embedding(CHAR_VOCAB, CHAR_EMBED)
-    cell = nn.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
-    project = nn.Linear(CHAR_HIDDEN, CHAR_VOCAB)
-
-    def loss(inputs, targets):
-        state, hs = None, []
-        for x in embed(inputs).split(1, dim=0):
-            state = cell(x, state)
-            hs.append(state[0])
-        return nn.functional.cross_entropy(project(torch.cat(hs, dim=0)), targets)
-
-    twins = [(embed.weight, False)] + _lstm_twins(cell) + _linear_twins(project)
-    return twins, [functools.partial(loss, _torch_ids(torch, ids[:-1]), _torch_ids(torch, ids[1:]))
-                   for ids in samples]
-
-
-# --- 16 samples per tape: the Tree-LSTM and the char LM ------------------------------------
-
-def forest_samples(rng):
-    """``FOREST`` ``(tree, label)`` pairs, 10-30 leaves each: one graph."""
-    low, high = TREE_LEAVES
-    return [(random_tree(rng, int(rng.integers(low, high + 1))), int(rng.integers(TREE_CLASSES)))
-            for _ in range(FOREST)]
-
-
-def char_batch_samples(rng):
-    """``FOREST`` separate sequences of ``CHAR_LENGTH + 1`` character ids: one graph."""
-    return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1) for _ in range(FOREST)]
-
-
-def one_graph_tape(model):
-    """``model``'s Tape version with every sample's loss in one graph: their mean."""
-    def build(tape, samples):
-        params, losses = model(tape, samples)
-        return params, [lambda: tape.ops.scale(tape.ops.sum([loss() for loss in losses]),
-                                               scale=1.0 / len(losses))]
-    return build
-
-
-def one_graph_torch(model):
-    """``model``'s PyTorch version with every sample's loss in one graph: their mean."""
-    def build(torch, samples):
-        twins, losses = model(torch, samples)
-        return twins, [lambda: sum(loss() for loss in losses) / len(losses)]
-    return build
-
-
-forest_tape = one_graph_tape(tree_lstm_tape)
-
-
-# --- shared plumbing -----------------------------------------------------------------------
-
+LR = models.LEARNING_RATE
 WORKLOADS = (
-    # title, samples(rng), tape model, torch model, SGD learning rate (None: no update)
-    (f"LSTMCell step: batch 1, input {CELL_INPUT}, hidden {CELL_HIDDEN}, forward + backward",
-     lstm_cell_samples, lstm_cell_tape, lstm_cell_torch, None),
-    (f"Tree-LSTM step: random binary trees of {TREE_LEAVES[0]}-{TREE_LEAVES[1]} leaves, "
-     f"hidden {TREE_HIDDEN}, + SGD", tree_samples, tree_lstm_tape, tree_lstm_torch,
-     LEARNING_RATE),
-    (f"char-LSTM LM step: {CHAR_LENGTH} characters, vocabulary {CHAR_VOCAB}, embedding "
-     f"{CHAR_EMBED}, hidden {CHAR_HIDDEN}, + SGD", char_samples, char_lm_tape, char_lm_torch,
-     LEARNING_RATE),
-    (f"Tree-LSTM, {FOREST} trees per tape: {TREE_LEAVES[0]}-{TREE_LEAVES[1]} leaves, hidden "
-     f"{TREE_HIDDEN}, one backward + SGD per {FOREST} trees (per tree)", forest_samples,
-     forest_tape, one_graph_torch(tree_lstm_torch), LEARNING_RATE),
-    (f"char-LSTM LM, {FOREST} separate sequences per tape: {CHAR_LENGTH} characters, hidden "
-     f"{CHAR_HIDDEN}, one backward + SGD per {FOREST} sequences (per sequence)",
-     char_batch_samples, one_graph_tape(char_lm_tape), one_graph_torch(char_lm_torch),
-     LEARNING_RATE),
+    Workload("cell", f"LSTMCell step: batch 1, input {models.CELL_INPUT}, hidden "
+             f"{models.CELL_HIDDEN}, forward + backward", models.lstm_cell_samples,
+             models.lstm_cell_tape, models.lstm_cell_torch, None),
+    Workload("tree", f"Tree-LSTM step: random binary trees of {models.TREE_LEAVES[0]}-"
+             f"{models.TREE_LEAVES[1]} leaves, hidden {models.TREE_HIDDEN}, + SGD",
+             models.tree_samples, models.tree_lstm_tape, models.tree_lstm_torch, LR,
+             "tree_lstm"),
+    Workload("lm", f"char-LSTM LM step: {LENGTH} characters, vocabulary {models.CHAR_VOCAB}, "
+             f"embedding {models.CHAR_EMBED}, hidden {models.CHAR_HIDDEN}, batch 1, + SGD",
+             models.char_samples, models.char_lm_tape, models.char_lm_torch, LR, "char_lm"),
+    Workload("forest", f"Tree-LSTM, {FOREST} trees per tape: one backward + SGD per {FOREST} "
+             "trees (per tree)", models.forest_samples, models.forest_tape,
+             models.one_graph_torch(models.tree_lstm_torch), LR, "forest",
+             models.tree_lstm_torch, "ms per sample"),
+    Workload("lm_16", f"char-LSTM LM, {FOREST} separate sequences per tape: one backward + "
+             f"SGD per {FOREST} sequences (per sequence)", models.char_batch_samples,
+             models.char_lm_16_tape, models.one_graph_torch(models.char_lm_torch), LR,
+             "char_lm_16", models.char_lm_torch, "ms per sample"),
+    Workload("lm_batch", f"char-LSTM LM, the same {FOREST} sequences batched by hand (batch "
+             f"{FOREST}; per sequence)", models.char_batch_samples, models.char_lm_batch_tape,
+             models.char_lm_batch_torch, LR, "char_lm_batch", unit="ms per sample"),
 )
-
-
-def _tape_ids(tape, ids):
-    return tape.Variable(np.asarray(ids, dtype=np.int64).reshape(np.shape(ids) or (1,)))
-
-
-def _torch_ids(torch, ids):
-    return torch.as_tensor(np.asarray(ids, dtype=np.int64).reshape(np.shape(ids) or (1,)))
-
-
-def _lstm_twins(cell) -> list:
-    """nn.LSTMCell's parameters as twins of Tape's LSTMCell's, which have the same layout and
-    order (weight_ih, weight_hh, bias_ih, bias_hh)."""
-    return [(getattr(cell, name), False)
-            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-
-
-def _linear_twins(linear) -> list:
-    """nn.Linear's parameters as twins of Tape's Linear ``w`` (in, out) and ``b``."""
-    return [(linear.weight, True), (linear.bias, False)]
 
 
 def copy_parameters(torch, tape_params, twins) -> None:
@@ -303,9 +117,9 @@ def copy_parameters(torch, tape_params, twins) -> None:
 
 
 def tape_training(tape, params, losses, learning_rate, lazy=False):
-    """``(step, gradients)``: ``step()`` trains on every sample in turn (reset, forward,
-    backward, SGD or clearing the gradients); ``gradients()`` are those of the first sample.
-    ``lazy``: each tape records lazily (``tape.lazy``)."""
+    """``(step, first)``: ``step()`` trains on every sample in turn (reset, forward, backward,
+    SGD or clearing the gradients); ``first()`` is the first sample's ``(loss, gradients)``,
+    with no update. ``lazy``: each tape records lazily (``tape.lazy``)."""
     sgd = tape.optim.SGD(learning_rate=learning_rate) if learning_rate else None
     mode = tape.lazy if lazy else contextlib.nullcontext
 
@@ -320,21 +134,23 @@ def tape_training(tape, params, losses, learning_rate, lazy=False):
                 for p in params:
                     p.grad = None
 
-    def gradients():
+    def first():
         with mode():
             tape.reset_global_tape()
-            losses[0]().backward()
+            loss = losses[0]()
+            loss.backward()
+            value = loss.item()
         grads = [np.zeros(p.shape, p.dtype) if p.grad is None else p.grad.numpy().copy()
                  for p in params]
         for p in params:
             p.grad = None
-        return grads
+        return value, grads
 
-    return step, gradients
+    return step, first
 
 
 def torch_training(torch, twins, losses, learning_rate):
-    """PyTorch's ``(step, gradients)``, as ``tape_training``'s; gradients in Tape's layout."""
+    """PyTorch's ``(step, first)``, as ``tape_training``'s; gradients in Tape's layout."""
     params = [param for param, _ in twins]
     sgd = torch.optim.SGD(params, lr=learning_rate or 0.0)     # without a rate: zero_grad only
 
@@ -345,65 +161,172 @@ def torch_training(torch, twins, losses, learning_rate):
             if learning_rate:
                 sgd.step()
 
-    def gradients():
+    def first():
         sgd.zero_grad()
-        losses[0]().backward()
+        loss = losses[0]()
+        loss.backward()
         grads = [param.grad.numpy().T.copy() if transposed else param.grad.numpy().copy()
                  for param, transposed in twins]
         sgd.zero_grad()
-        return grads
+        return loss.item(), grads
 
-    return step, gradients
+    return step, first
 
 
-def check_gradients(tape_params, tape_grads, torch_grads) -> str:
-    """Tape's gradients against PyTorch's, each parameter within RTOL of its largest entry."""
+def check_gradients(label, tape_params, grads, reference, reference_label) -> str:
+    """``grads`` against ``reference``, each parameter within RTOL of its largest entry."""
     worst, wrong = 0.0, []
-    for param, ours, theirs in zip(tape_params, tape_grads, torch_grads, strict=True):
+    for param, ours, theirs in zip(tape_params, grads, reference, strict=True):
         scale = max(float(np.abs(theirs).max()), 1e-30)
         difference = float(np.abs(ours - theirs).max()) / scale
         worst = max(worst, difference)
         if not np.allclose(ours, theirs, rtol=RTOL, atol=RTOL * scale):
             wrong.append(f"{param.name} (max |difference| {difference:.1e} of its largest)")
     if wrong:
-        return "WRONG gradients from Tape vs PyTorch: " + ", ".join(wrong)
-    return (f"gradients agree with PyTorch's on the first step ({len(tape_params)} parameters; "
-            f"largest difference {worst:.1e} of a parameter's largest gradient)")
+        return f"{label}: WRONG gradients vs {reference_label}'s: " + ", ".join(wrong)
+    return (f"{label}: gradients agree with {reference_label}'s on the first step "
+            f"({len(tape_params)} parameters; largest difference {worst:.1e} of a parameter's "
+            "largest gradient)")
 
 
-def run_workload(workload, tape, torch, options, notes) -> None:
-    title, make_samples, tape_model, torch_model, learning_rate = workload
-    samples = make_samples(np.random.default_rng(0))
-    steps, checks = {}, []
-    if tape is not None:
-        tape.seed(0)
-        tape_params, tape_losses = tape_model(tape, samples)
-        steps[TAPE], tape_gradients = tape_training(tape, tape_params, tape_losses,
-                                                     learning_rate)
-        if hasattr(tape, "lazy"):
-            steps[TAPE_LAZY], lazy_gradients = tape_training(tape, tape_params, tape_losses,
-                                                             learning_rate, lazy=True)
-    if torch is not None:
-        twins, torch_losses = torch_model(torch, samples)
-        if tape is not None:
-            copy_parameters(torch, tape_params, twins)
-        steps[TORCH], torch_gradients = torch_training(torch, twins, torch_losses,
-                                                       learning_rate)
-    if TORCH in steps and TAPE in steps:
-        expected = torch_gradients()
-        checks.append(check_gradients(tape_params, tape_gradients(), expected))
-        if TAPE_LAZY in steps:
-            checks.append("lazy: " + check_gradients(tape_params, lazy_gradients(), expected))
+def check_loss(label, loss, reference, reference_label) -> str:
+    difference = abs(loss - reference) / max(abs(reference), 1e-30)
+    verdict = "agrees with" if difference <= RTOL else "WRONG, differs from"
+    return (f"{label}: first loss {loss:.6f} {verdict} {reference_label}'s {reference:.6f} "
+            f"(relative difference {difference:.1e})")
+
+
+def run_workload(workload, tape, torch, peers, options, notes) -> dict:
+    """Check, time and print one workload; ``{library: ms per sample}``."""
+    samples = workload.samples(np.random.default_rng(0))
+    steps, checks, rows = {}, [], [TORCH, TAPE, TAPE_LAZY]
+    if tape is None:
+        checks.append("nothing compared: " + notes[TAPE])
     else:
-        checks.append("gradients not compared: " + (notes[TAPE] or notes[TORCH]))
-    with OtherLoad() as load:
+        tape.seed(0)
+        tape_params, tape_losses = workload.tape(tape, samples)
+        steps[TAPE], tape_first = tape_training(tape, tape_params, tape_losses,
+                                                workload.learning_rate)
+        steps[TAPE_LAZY], lazy_first = tape_training(tape, tape_params, tape_losses,
+                                                     workload.learning_rate, lazy=True)
+        tape_loss, tape_grads = tape_first()
+        checks.append(check_gradients("Tape, lazy", tape_params, lazy_first()[1], tape_grads,
+                                      "eager Tape"))
+        if torch is not None:
+            twins, torch_losses = workload.torch(torch, samples)
+            copy_parameters(torch, tape_params, twins)
+            steps[TORCH], torch_first = torch_training(torch, twins, torch_losses,
+                                                       workload.learning_rate)
+            checks.append(check_gradients("Tape", tape_params, tape_grads, torch_first()[1],
+                                          TORCH))
+            if workload.torch_per_sample:
+                twins, torch_losses = workload.torch_per_sample(torch, samples)
+                copy_parameters(torch, tape_params, twins)
+                steps[TORCH_LOOP] = torch_training(torch, twins, torch_losses,
+                                                   workload.learning_rate)[0]
+        for peer in peers if workload.dynet else ():
+            loss, grads = peer.build(workload.dynet, [p.numpy() for p in tape_params],
+                                     samples, workload.learning_rate)
+            checks += [check_loss(peer.name, loss, tape_loss, "eager Tape"),
+                       check_gradients(peer.name, tape_params, grads, tape_grads, "eager Tape")]
+            steps[peer.name] = peer.steps()
+    if workload.torch_per_sample:
+        rows.insert(1, TORCH_LOOP)
+    if workload.dynet:
+        rows += [DYNET_OFF, DYNET_ON]
+    with OtherLoad(peer.pid for peer in peers) as load:
         seconds = measure(steps, **options)
-    per_step = {lib: t * 1e3 / len(samples) for lib, t in seconds.items()}
-    rows = [(lib, per_step.get(lib), notes.get(lib) or notes.get(TAPE))
-            for lib in (TORCH, TAPE, TAPE_LAZY)]
-    print_table(title, "ms per step", rows, baselines=(TORCH,), digits=3)
+    per_sample = {lib: t * 1e3 / len(samples) for lib, t in seconds.items()}
+    table = [(lib, per_sample.get(lib), notes.get(lib) or notes.get(TAPE)) for lib in rows]
+    print_table(workload.title, workload.unit, table, baselines=(TORCH, TAPE_LAZY), digits=3)
     print()
     print_notes(checks + [load.note()])
+    return per_sample
+
+
+# --- the 100-op chain ----------------------------------------------------------------------
+
+def run_chain(tape, torch, peers, options, notes) -> dict:
+    """``per_op.py``'s chain, forward (with its value) and forward + backward, µs per op;
+    ``{(library, "forward" or "backward"): µs per op}``. Lazy Tape's chain is also timed
+    recorded only: the ops' record-time work, and freeing them unrun when the block ends."""
+    functions, gradients, checks = {}, {}, []
+    if tape is not None:
+        chain, forward_backward, _ = per_op.tape_functions(tape)
+        functions[TAPE] = (lambda: chain().value(), forward_backward)
+        functions[TAPE_LAZY] = per_op.tape_lazy_functions(tape)[:2]
+        functions[LAZY_RECORDING] = (lambda: _record_lazily(tape, chain), None)
+        expected_sum = float(chain().value())
+    if torch is not None:
+        functions[TORCH] = per_op.torch_functions(torch)[:2]
+    for peer in peers if tape is not None else ():
+        total, (gradient,) = peer.build("chain", [per_op.x_np], [], None)
+        checks.append(check_loss(f"{peer.name}: the chain's sum", total, expected_sum,
+                                 "Tape"))
+        gradients[peer.name] = gradient
+        functions[peer.name] = (peer.steps("forward"), peer.steps("step"))
+    for lib, (_, forward_backward) in functions.items():
+        if lib not in gradients and forward_backward is not None:
+            gradients[lib] = np.asarray(forward_backward())
+    checks.append(per_op.check_gradients(gradients))
+    figures = {}
+    with OtherLoad(peer.pid for peer in peers) as load:
+        for kind, column in (("forward", 0), ("backward", 1)):
+            seconds = measure({lib: fns[column] for lib, fns in functions.items()
+                               if fns[column] is not None}, **options)
+            figures.update({(lib, kind): t * 1e6 / per_op.OPS for lib, t in seconds.items()})
+    for kind, title, extra in (("forward", "forward, value computed", [LAZY_RECORDING]),
+                               ("backward", "forward + backward to the leaf", [])):
+        rows = [(lib, figures.get((lib, kind)), notes.get(lib) or notes.get(TAPE))
+                for lib in [TORCH, TAPE, TAPE_LAZY, *extra, DYNET_OFF, DYNET_ON]]
+        print_table(f"{per_op.OPS}-op chain on float32[{per_op.SIZE}]: {title}", "µs per op",
+                    rows, baselines=(TORCH, TAPE_LAZY), digits=2)
+    print()
+    print_notes(checks + [load.note()])
+    return figures
+
+
+def _record_lazily(tape, chain) -> None:
+    with tape.lazy():
+        chain()
+
+
+# --- the issue's ratios --------------------------------------------------------------------
+
+def throughput(per_sample: dict, of: tuple, against: tuple):
+    """Samples per second of ``of`` = (workload, library) over those of ``against``."""
+    mine, theirs = per_sample.get(of[0], {}).get(of[1]), per_sample.get(against[0], {}).get(
+        against[1])
+    return None if mine is None or theirs is None else theirs / mine
+
+
+def print_ratios(per_sample: dict, chain: dict) -> None:
+    """Issue 12's ratios, from this run's figures, beside its targets and DyNet's figures."""
+    rows = [(f"{lib}, {FOREST} trees per tape, vs PyTorch's per-tree loop",
+             throughput(per_sample, ("forest", lib), ("forest", TORCH_LOOP)), target)
+            for lib, target in ((TAPE_LAZY, "at least 5×"), (TAPE, "0.52× in the issue"),
+                                (TORCH, ""), (DYNET_OFF, "10.8× in the issue (1188/110)"),
+                                (DYNET_ON, "22.7× in the issue (2494/110)"))]
+    rows += [(f"{lib}, {FOREST} separate sequences per graph vs the hand-batched {FOREST}",
+              throughput(per_sample, ("lm_16", lib), ("lm_batch", lib)), target)
+             for lib, target in ((TAPE_LAZY, "at least 0.9×"), (TAPE, ""), (TORCH, ""),
+                                 (DYNET_OFF, ""), (DYNET_ON, "0.57× in the issue"))]
+    rows += [(f"{DYNET_ON} vs off, {FOREST} separate sequences",
+              throughput(per_sample, ("lm_16", DYNET_ON), ("lm_16", DYNET_OFF)),
+              "4.2× in the issue"),
+             (f"{TAPE_LAZY} vs {TAPE}, {FOREST} separate sequences",
+              throughput(per_sample, ("lm_16", TAPE_LAZY), ("lm_16", TAPE)), "")]
+    print("\n### Throughput ratios (this run; above 1: the first is faster)\n")
+    print("| ratio | this run | target, or the issue's figure |")
+    print("| --- | ---: | --- |")
+    for title, ratio, target in rows:
+        print(f"| {title} | {'—' if ratio is None else f'{ratio:.2f}×'} | {target} |")
+    for title, figure, target in (
+            (f"{TAPE_LAZY} (fused), {per_op.OPS}-op chain, forward + backward, µs per op",
+             chain.get((TAPE_LAZY, "backward")), "at most 1.0"),
+            (f"{TAPE_LAZY}, recording one op of the chain (nothing computed), µs",
+             chain.get((LAZY_RECORDING, "forward")), "at most 1.5")):
+        print(f"| {title} | {'—' if figure is None else f'{figure:.2f}'} | {target} |")
 
 
 def one_blas_thread() -> None:
@@ -420,22 +343,39 @@ def one_blas_thread() -> None:
 
 
 def main(argv=None):
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv, extra=[
+        ("--cpu-time", "time by each process's CPU time (time.process_time), not wall time")])
     options = timing_options(args.quick)
+    options["clock"] = time.process_time if args.cpu_time else time.perf_counter
     torch = import_torch()
     if torch is not None:
         torch.set_num_threads(1)
     one_blas_thread()
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
-    notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
-    print("## Dynamic training steps (DyNet style), float32, Tape (eager and lazy) beside "
-          "PyTorch\n")
+    dynet_missing = None if dynet_installed() else "dynet not installed"
+    notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing,
+             TORCH_LOOP: None if torch else "torch not importable",
+             DYNET_OFF: dynet_missing, DYNET_ON: dynet_missing}
+    print("## Dynamic training steps (DyNet style), float32: Tape (eager and lazy) beside "
+          "PyTorch and DyNet\n")
     print(threads_report(torch))
-    for workload in WORKLOADS:
-        run_workload(workload, tape, torch, options, notes)
+    print(f"\nclock: {options['clock'].__name__} (" + ("CPU time of each library's process)"
+          if args.cpu_time else "wall time; --cpu-time for CPU time)"))
+    if dynet_missing:
+        print(f"\nnote: {dynet_missing}, its rows are skipped (`.venv/bin/pip install "
+              "dynet38`, or `.venv/bin/pip install -e '.[bench]'`)")
+    with contextlib.ExitStack() as stack:
+        peers = [] if dynet_missing else [stack.enter_context(DynetPeer(autobatch))
+                                          for autobatch in (False, True)]
+        per_sample = {workload.key: run_workload(workload, tape, torch, peers, options, notes)
+                      for workload in WORKLOADS}
+        chain = run_chain(tape, torch, peers, options, notes)
+    print_ratios(per_sample, chain)
     print()
-    print_notes([f"Tree-LSTM: ms per step is the mean over {TREES} different trees (one step "
-                 "each); every timed call trains on all of them."])
+    print_notes([f"Tree-LSTM: ms per step is the mean over {models.TREES} different trees (one "
+                 "step each); every timed call trains on all of them.",
+                 f"The {FOREST}-sample rows are per sample: a timed call trains on all "
+                 f"{FOREST} in one graph (the per-sample loop: one step each)."])
 
 
 if __name__ == "__main__":

@@ -91,18 +91,25 @@ class OtherLoad:
     """Context manager: how many cores other processes kept busy while it was open.
 
     A busy neighbour ruins multi-threaded BLAS timings (its spinning workers wait for a
-    preempted peer), so every script reports this beside its figures.
+    preempted peer), so every script reports this beside its figures. ``pids``: child
+    processes still running that the benchmark runs peers in; their CPU time is its own.
     """
 
+    def __init__(self, pids=()):
+        self._pids = tuple(pids)
+
     def __enter__(self):
-        self._wall, self._busy, self._own = time.perf_counter(), _busy_seconds(), _own_seconds()
+        self._wall, self._busy, self._own = time.perf_counter(), _busy_seconds(), self._mine()
         return self
 
     def __exit__(self, *exc):
         busy = _busy_seconds()
         wall = time.perf_counter() - self._wall
         self.cores = (None if busy is None or self._busy is None else
-                      max(0.0, busy - self._busy - (_own_seconds() - self._own)) / wall)
+                      max(0.0, busy - self._busy - (self._mine() - self._own)) / wall)
+
+    def _mine(self) -> float:
+        return _own_seconds() + sum(_process_seconds(pid) for pid in self._pids)
 
     def note(self) -> str:
         if self.cores is None:
@@ -111,26 +118,33 @@ class OtherLoad:
                 f"the measurement" + (" — figures are unreliable" if self.cores > 0.2 else ""))
 
 
+def _process_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far (Linux /proc), 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()   # after the command's name
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def _own_seconds() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _calibrate(fn, target: float) -> int:
+def _calibrate(fn, target: float, clock) -> int:
     """Calls per repeat so that one repeat lasts about ``target`` seconds."""
     number = 1
     while True:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        elapsed = time.perf_counter() - start
+        elapsed = _seconds_per_call(fn, number, clock) * number
         if elapsed >= target / 4 or number >= 1 << 20:
             return max(1, round(number * target / max(elapsed, 1e-9)))
         number *= 4
 
 
 def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3,
-            settle: float = 0.3) -> dict:
+            settle: float = 0.3, clock=time.perf_counter) -> dict:
     """``{name: median seconds per call}`` of the zero-argument callables ``fns``.
 
     Each gets ``warmup`` calls, then ``repeats`` timed batches of as many calls as fit in about
@@ -138,23 +152,35 @@ def measure(fns: dict, *, repeats: int = 7, target: float = 0.2, warmup: int = 3
     from elsewhere on the machine hits them all alike, with a ``settle`` pause between them:
     after a call, OpenBLAS worker threads keep spinning for about 0.1 s, which would steal a
     core from the next library's threads. The garbage collector stays on, as in a user's loop.
+    ``clock``: ``time.perf_counter`` (wall time) or ``time.process_time`` (the CPU time of the
+    process, which other load on the machine changes less).
     """
     numbers = {}
     for name, fn in fns.items():
         for _ in range(warmup):
             fn()
-        numbers[name] = _calibrate(fn, target)
+        numbers[name] = _calibrate(fn, target, clock)
     times = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             number = numbers[name]
             if len(fns) > 1:
                 time.sleep(settle)
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            times[name].append((time.perf_counter() - start) / number)
+            times[name].append(_seconds_per_call(fn, number, clock))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _seconds_per_call(fn, number: int, clock) -> float:
+    """Mean seconds of ``number`` calls of ``fn`` on ``clock``; a callable with a
+    ``seconds_per_call(number, clock)`` method (a peer in another process, which times itself)
+    is asked instead."""
+    timed = getattr(fn, "seconds_per_call", None)
+    if timed is not None:
+        return timed(number, clock)
+    start = clock()
+    for _ in range(number):
+        fn()
+    return (clock() - start) / number
 
 
 def timing_options(quick: bool) -> dict:

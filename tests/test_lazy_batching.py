@@ -254,13 +254,13 @@ def _eager_gradients(x, w):
 # ---- Tree-LSTM over 16 trees ----
 
 def _benchmark_models():
-    """benchmarks/dynamic.py, whose Tree-LSTM (hidden 64) the test trains."""
+    """benchmarks/dynamic_models.py, whose Tree-LSTM (hidden 64) the test trains."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
     try:
-        import dynamic
+        import dynamic_models
     finally:
         sys.path.pop(0)
-    return dynamic
+    return dynamic_models
 
 
 def test_tree_lstm_gradients_over_16_trees_match_eager(kernel_calls):

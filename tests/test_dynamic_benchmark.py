@@ -1,0 +1,148 @@
+"""benchmarks/dynamic.py's models compute what they claim: the hand-batched char LM is the 16
+separate sequences' loss, and DyNet's versions (when dynet38 is installed) give eager Tape's
+losses and gradients, with autobatching off and on."""
+import pathlib
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tape
+import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
+import tape.optim  # noqa: F401
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+try:
+    import dynamic
+    import dynamic_models as models
+    import harness
+    import per_op
+    from dynet_peer import DynetPeer, dynet_installed
+finally:
+    sys.path.pop(0)
+
+
+def eager_loss_and_gradients(model, samples, learning_rate=models.LEARNING_RATE):
+    """``(params, loss, gradients)`` of ``model``'s first step on fresh parameters (seed 0)."""
+    tape.seed(0)
+    params, losses = model(tape, samples)
+    loss, gradients = dynamic.tape_training(tape, params, losses, learning_rate)[1]()
+    return params, loss, gradients
+
+
+def test_hand_batched_lm_is_the_16_separate_sequences():
+    samples = models.char_batch_samples(np.random.default_rng(3))
+    params, separate_loss, separate = eager_loss_and_gradients(models.char_lm_16_tape, samples)
+    batch_params, batch_loss, batched = eager_loss_and_gradients(models.char_lm_batch_tape,
+                                                                 samples)
+    for p, q in zip(params, batch_params, strict=True):    # the same initial parameters
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+    np.testing.assert_allclose(batch_loss, separate_loss, rtol=1e-6)
+    for p, a, e in zip(params, batched, separate, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(), err_msg=p.name)
+
+
+def test_the_hand_batch_is_step_major():
+    """Row t*16 + k of the batch is sequence k's character t (a transposed layout would mix
+    sequences into one another's steps and still give 16 rows per step)."""
+    samples = [np.arange(k * 100, k * 100 + models.CHAR_LENGTH + 1) for k in range(16)]
+    ((inputs, targets),) = models._char_steps(samples, batched=True)
+    assert inputs[3 * 16 + 5] == samples[5][3] and targets[3 * 16 + 5] == samples[5][4]
+
+
+def test_measure_asks_a_self_timing_callable():
+    """A peer in another process times its own calls: measure reports its figure."""
+    class Remote:
+        calls = 0
+
+        def __call__(self):
+            Remote.calls += 1
+
+        def seconds_per_call(self, number, clock):
+            assert clock is time.process_time
+            return 0.25
+
+    assert harness.measure({"peer": Remote()}, repeats=3, target=0.01, warmup=1, settle=0,
+                           clock=time.process_time) == {"peer": 0.25}
+    assert Remote.calls == 1          # the warm-up; calibration and repeats asked the peer
+
+
+needs_dynet = pytest.mark.skipif(not dynet_installed(),
+                                 reason="dynet38 is not installed (an optional peer)")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["autobatch_off", "autobatch_on"])
+def peer(request):
+    with DynetPeer(request.param) as peer:
+        yield peer
+
+
+def small_trees(rng, count):
+    return [(models.random_tree(rng, int(rng.integers(1, 6))), int(rng.integers(5)))
+            for _ in range(count)]
+
+
+DYNET_CASES = {     # DyNet model: (Tape model, samples)
+    "tree_lstm": (models.tree_lstm_tape, small_trees(np.random.default_rng(1), 2)),
+    "forest": (models.forest_tape, small_trees(np.random.default_rng(2), 5)),
+    "char_lm": (models.char_lm_tape, models.char_samples(np.random.default_rng(3))),
+    "char_lm_16": (models.char_lm_16_tape,
+                   models.char_batch_samples(np.random.default_rng(4))[:3]),
+    "char_lm_batch": (models.char_lm_batch_tape,
+                      models.char_batch_samples(np.random.default_rng(5))[:4]),
+}
+
+
+@needs_dynet
+@pytest.mark.parametrize("model", sorted(DYNET_CASES))
+def test_dynet_models_compute_tapes_loss_and_gradients(peer, model):
+    tape_model, samples = DYNET_CASES[model]
+    params, loss, gradients = eager_loss_and_gradients(tape_model, samples)
+    dynet_loss, dynet_gradients = peer.build(model, [p.numpy() for p in params], samples,
+                                             models.LEARNING_RATE)
+    np.testing.assert_allclose(dynet_loss, loss, rtol=1e-6)
+    assert len(dynet_gradients) == len(params)
+    for p, a, e in zip(params, dynet_gradients, gradients, strict=True):
+        assert a.shape == e.shape, p.name
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(), err_msg=p.name)
+    peer.steps()()              # a training step runs in the peer
+
+
+@needs_dynet
+def test_dynet_chain_is_per_ops_chain(peer):
+    chain = per_op.tape_functions(tape)[0]
+    total, (gradient,) = peer.build("chain", [per_op.x_np], [], None)
+    np.testing.assert_allclose(total, chain().item(), rtol=1e-6)
+    np.testing.assert_allclose(gradient, np.full(per_op.SIZE, 1.0001 ** 50), rtol=1e-5)
+
+
+@needs_dynet
+def test_a_failing_peer_request_is_raised_with_the_peers_traceback(peer):
+    with pytest.raises(RuntimeError, match="KeyError: 'no_such_model'"):
+        peer.build("no_such_model", [], [], None)
+
+
+def test_without_dynet_the_benchmark_says_so_and_skips_its_rows(monkeypatch, capsys):
+    def no_peer(autobatch):
+        raise AssertionError("a DyNet peer was started although dynet is not installed")
+    tree = next(w for w in dynamic.WORKLOADS if w.key == "tree")
+    monkeypatch.setattr(dynamic, "WORKLOADS",
+                        (tree._replace(samples=lambda rng: small_trees(rng, 1)),))
+    monkeypatch.setattr(dynamic, "dynet_installed", lambda: False)
+    monkeypatch.setattr(dynamic, "DynetPeer", no_peer)
+    monkeypatch.setattr(dynamic, "import_torch", lambda: None)
+    # each step runs once; the figures are not what this test is about
+    monkeypatch.setattr(dynamic, "measure", lambda fns, **options: {
+        name: (fn(), 1e-3)[1] for name, fn in fns.items()})
+    before = tape.get_flags(["FLAGS_lazy_fusion"])
+    tape.set_flags({"FLAGS_lazy_fusion": False})   # no fused loop to compile for one call
+    try:
+        dynamic.main(["--quick"])
+    finally:
+        tape.set_flags(before)
+    out = capsys.readouterr().out
+    assert "note: dynet not installed, its rows are skipped" in out
+    assert "| DyNet, autobatching off | — (dynet not installed) |" in out
+    assert "| DyNet, autobatching on | — (dynet not installed) |" in out
+    assert "| Tape, lazy, recorded only (nothing computed) | " in out
