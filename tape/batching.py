@@ -2,17 +2,19 @@
 
 Ready ops of one *signature* run as one kernel call: their batched inputs are concatenated along
 axis 0, the kernel runs once, and the ops share its outputs, each reading its own rows. The
-signature is the op's CallPlan (op type, attributes, input shapes, dtypes, place, which inputs
-want gradients) plus the identity of its *shared* inputs: a weight every op of the batch reads
-is passed once, never copied. Which inputs an op type concatenates and which it shares is its
-*batch rule* (``tape.batch_rules``). An op without a rule (random ops, optimizer updates,
-reductions over axis 0) runs on its own.
+signature is the op's CallPlan apart from the batch axis (op type, attributes, input shapes past
+axis 0, dtypes, place, which inputs want gradients: ops on 1 and 3 rows batch, each keeping its
+row offsets) plus the identity of its *shared* inputs: a weight every op of the batch reads is
+passed once, never copied. Which inputs an op type concatenates, shares or stacks (a reduction
+over axis 0 or everything runs past a new axis 0) is its *batch rule* (``tape.batch_rules``).
+An op without a rule (random ops, optimizer updates) runs on its own. Each call is noted as a
+unit for batched backward (``tape.units``).
 
 Batching is on unless ``FLAGS_lazy_batching`` is off. Where it changes arithmetic: matrix
 products (``mul``, ``matmul_v2``) of a batch are one BLAS call over all rows, which may block
-and round differently from row-at-a-time calls (float32 rounding, not bit-equal); elementwise
-ops, activations, softmaxes, lookups, concat/split/slice and row reductions compute each
-element as they would alone.
+and round differently from row-at-a-time calls, and a stacked reduction sums along other axes
+(float32 rounding, not bit-equal); elementwise ops, activations, softmaxes, lookups,
+concat/split/slice and row reductions compute each element as they would alone.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Backward on a tape that recorded lazy ops: the grad ops are deferred too, so that one
-execution runs the forward ops the gradients need and the grad ops, batched by the agenda
-(``tape.batching``) as forward ops are.
+"""Backward on a tape that recorded lazy ops. With batching on and every record of the tape
+lazy, it runs unit by unit over the forward batches (``tape.batched_backward``). Otherwise (an
+eager record on the tape, batching off, which stays bit for bit eager) the grad ops are
+deferred too, so that one execution runs the forward ops the gradients need and the grad ops,
+batched by the agenda (``tape.batching``) as forward ops are: this module's per-op path.
 
 The walk is eager backward's (``tape.backward``): the tape in reverse, each handle's prepared
 grad steps, the same bindings. Where eager backward invokes a grad step, this one makes a

@@ -14,7 +14,8 @@ ops they depend on, then those ops in an order the scheduler picks (``tape.batch
 may run several as one kernel call). An op that ran keeps its results (``results``) and drops
 its ``args``; a Variable that reads its value keeps it and drops its ref, so a value lives as
 long as a Variable or a pending op that reads it, as in eager mode. Nothing holds a LazyOp but
-the Variables and ops that wait for it: one nobody can ask for is freed unrun.
+the Variables and ops that wait for it: one nobody can ask for is freed unrun. (What backward
+needs of an op that ran, its tape holds: ``tape.units``.)
 """
 from __future__ import annotations
 
