@@ -71,14 +71,16 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
         _add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
                                                                     dtypes.to_numpy(d.dtype)))
         leaves, leaf_grads, other = {}, {}, {}
+        invoke = batching.invoke
         for unit in units:
             if other:
                 _take_filed(unit, other)
             if unit.grads is not None:
-                _unit_backward(unit, leaves, leaf_grads, other, batching.invoke)
-            _release(unit)
+                _unit_backward(unit, leaves, leaf_grads, other, invoke)
+            unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+        units = ()
     finally:
-        for unit in units:
+        for unit in units:  # (left by a return or an error: nothing may hold the handles)
             _release(unit)
     for d, leaf in leaves.items():
         g = leaf_grads[d][0]
