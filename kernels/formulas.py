@@ -269,10 +269,11 @@ def selu_grad(out, dout, scale, alpha):
     return dout * scale if out > 0.0 else dout * (out + scale * alpha)
 
 
-# ---- elementwise forward ops, one element each: the steps a fused chain (kernels/fused.py)
-# strings together. The fused loop rounds each step's result to the array dtype, as storing it
-# would; +, -, *, /, sqrt and x * x are then bit for bit numpy's; exp, log, tanh and the sigmoid
-# (libm's scalar calls against numpy's vectorised ones) may differ by float rounding.
+# ---- elementwise ops, one element each: the steps a fused group (kernels/fused.py) strings
+# together, with the activation gradients above. The fused loop rounds each step's result to
+# the array dtype, as storing it would; +, -, *, /, sqrt and x * x are then bit for bit numpy's;
+# exp, log, tanh and the sigmoid (libm's scalar calls against numpy's vectorised ones) may
+# differ by float rounding.
 
 def add(a, b):
     return a + b
@@ -288,6 +289,10 @@ def multiply(a, b):
 
 def divide(a, b):
     return a / b
+
+
+def negative(x):
+    return -x
 
 
 def scaled(x, factor, bias, mode):

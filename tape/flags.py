@@ -5,8 +5,9 @@ never read (see ``tape.checks``). ``FLAGS_check_nan_inf``: after each kernel, fa
 floating output holding a NaN or an Inf. ``FLAGS_lazy_execution``: ops record and compute
 only when a value is asked for, as inside ``with tape.lazy():`` (``tape.lazy``).
 ``FLAGS_lazy_batching`` (on by default): a lazy execution runs ready ops of one signature as one
-kernel call (``tape.batching``). ``FLAGS_lazy_fusion`` (on by default): it runs each chain of
-elementwise ops whose intermediates nothing else reads as one numba loop (``tape.fusion``).
+kernel call (``tape.batching``). ``FLAGS_lazy_fusion`` (on by default): it runs each group of
+elementwise ops, forward and grad ops, on arrays of at least ``fusion_steps.MIN_ELEMENTS``
+elements, as one numba loop that stores only what something else reads (``tape.fusion``).
 """
 import os
 
