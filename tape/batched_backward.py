@@ -19,9 +19,10 @@ no gradient is gathered from rows scattered over other batches. Gradients equal 
 within float32 rounding: a batch's grad is one product over all rows where eager Tape makes
 one per op, and a variable's gradient parts are added in the order backward reaches them.
 
-Used for a tape whose every record is lazy and whose ops ran with batching on; anything else
-(an eager record on the tape, a grad step that reads an input's gradient, batching off, which
-must stay bit for bit eager) goes through ``tape.lazy_backward``'s per-op deferral.
+Used for a tape whose every record is lazy and whose forward ops batch (``_SAMPLES``), with
+batching on; anything else (one sample's graph, whose grad ops fuse with its forward ops when
+deferred; an eager record on the tape; a grad step that reads an input's gradient; batching
+off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s per-op deferral.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from .backward import _counts, prepare, shape_only
 from .batch_rules import SHARED
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
-from .pending import read, row_index
+from .pending import collector_paused, prune, read, row_index
 from .variable import Variable
 
 
@@ -42,8 +43,8 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
     gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
     False, having changed nothing but computing the loss, where it does not apply."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
-    from .pending import settle_all
-    settle_all([loss])
+    if not _forward_batches(loss, batching):
+        return False
     seed = _seed(handles, records, loss)
     if seed is None:
         return False
@@ -60,6 +61,8 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
                 hs = unit.handles = [None] * unit.size
                 units.append(unit)
             hs[row] = h
+        if len(units) * 2 > len(handles):
+            return False    # (a loss computed before, by ops that did not batch)
         for unit in units:
             if not _applies(unit):
                 return False
@@ -86,6 +89,46 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
         g = leaf_grads[d][0]
         total = g if leaf.grad is None else leaf.grad._value + g
         leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+    return True
+
+
+# How many of the ops ready first must share a signature for backward to go by units: the
+# samples of a batch of them (16 trees' leaves, 16 sequences' first steps). One sample's graph
+# may hold two or three alike (``c + 3.0`` written twice), too few for batching to pay back
+# what the per-op path saves there: its grad ops, deferred, fuse with the forward ops they read
+# into one loop (``tape.fusion``).
+_SAMPLES = 4
+
+
+def _forward_batches(loss, batching) -> bool:
+    """Compute the loss, if it is pending, when its forward ops batch: ``_SAMPLES`` of the ops
+    ready first share a signature. False, having run nothing, otherwise."""
+    ref = loss._lazy
+    if ref is None or loss._value is not None:
+        return True
+    with collector_paused():
+        needed = prune([ref[0]])
+        counts = {}
+        for op in needed:
+            if not op.waiting and op.plan is not None:
+                sig = batching.signature(op)
+                if sig is not op:
+                    count = counts.get(sig, 0) + 1
+                    if count >= _SAMPLES:
+                        break
+                    counts[sig] = count
+        else:
+            for op in needed:   # (unmarked: the per-op path walks again)
+                op.users = None
+            return False
+        try:
+            batching.run_ops(needed)
+        except BaseException:
+            for op in needed:
+                op.users = None
+            raise
+    loss._value = read(ref)
+    loss._lazy = None
     return True
 
 

@@ -23,7 +23,7 @@ import operator
 from . import flags as _flags
 from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
 from .dispatch import invoke
-from .fusion import FusedChain, fuse_chains, run_chains
+from .fusion import FusedGroup, fuse_chains, run_chains
 from .pending import ShapeOnly, arrays_of, read, row_index
 from .units import note_fused, note_unit
 
@@ -48,7 +48,7 @@ def run_one(op) -> None:
     """Run one LazyOp's kernel on its inputs' values; it keeps its results, drops its inputs."""
     plan = op.plan
     if plan is None:     # a gradient Accumulation or a fused chain: no kernel of a plan
-        if type(op) is FusedChain:
+        if type(op) is FusedGroup:
             note_fused([op])
         op.run()
         return

@@ -69,10 +69,14 @@ def run_lazy_backward(ops: list, loss, records) -> None:
     every record lazy, unit by unit over the forward batches (``tape.batched_backward``); else
     grad ops deferred, then the leaves' gradients computed in one execution."""
     with collector_paused():
-        if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
-                and run_batched_backward(ops, records, loss):
-            return
-        _run(ops, loss)
+        try:
+            if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
+                    and run_batched_backward(ops, records, loss):
+                return
+            _run(ops, loss)
+        finally:
+            if records:
+                records.clear()     # (the tape's: what its units kept goes with them)
 
 
 def _run(ops: list, loss) -> None:

@@ -77,19 +77,23 @@ def _place(ops: list, unit) -> None:
         op.row = row
         record = op.record
         if record is not None:
-            record[0][record[1]] = (unit, row)
+            records, index = record
+            if index < len(records):    # (else its tape's backward has run: none wants it)
+                records[index] = (unit, row)
             op.record = None    # (a Variable holding the op must not hold its tape's units)
         row += 1
 
 
-def note_fused(chains: list) -> None:
-    """Units for the ops of FusedChains about to run as one loop: one per chain position and
-    plan, in chain order (their intermediate values are never stored; nothing reads them)."""
-    for position in range(len(chains[0].chain)):
+def note_fused(groups: list) -> None:
+    """Units for the forward ops of FusedGroups of one kind about to run as one loop: one per
+    member place and plan, in member order (an intermediate value the group keeps in registers
+    is never stored; nothing reads it)."""
+    for position in range(len(groups[0].members)):
         by_plan = {}
-        for chain in chains:
-            op = chain.chain[position]
-            by_plan.setdefault(op.plan, []).append(op)
+        for group in groups:
+            op = group.members[position]
+            if type(op) is LazyOp:      # (a grad op or an Accumulation: no unit)
+                by_plan.setdefault(op.plan, []).append(op)
         for plan, ops in by_plan.items():
             if plan.requires_grad:
                 unit = Unit(plan, len(ops), None, None, None)
