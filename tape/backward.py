@@ -11,28 +11,29 @@ import numpy as np
 
 from . import dtypes
 from . import flags as _flags
-from .desc import GRAD_SUFFIX
+from .desc import GRAD_SUFFIX, VarDesc
 from .dispatch import CallPlan, invoke
 from .grad_steps import (
     FWD_IN,
     FWD_OUT,
     IN_GRAD,
     META_IN,
+    META_OUT,
     OPT_OUT_GRAD,
     OUT_GRAD,
     TEMP,
     GradStep,
     grad_steps,
 )
-from .variable import Variable
+from .place import CPU
+from .variable import Variable, new_variable
 
 
 class _Prepared:
     """A grad step bound to one forward CallPlan: the grad op's own CallPlan (the forward's
-    place, dtype and attributes), its slots' bindings, the output slots it must compute, and
-    ``run(h, grads, temps, leaves, summed)``, the step written out for these bindings."""
+    place, dtype and attributes), its slots' bindings, and the output slots it must compute."""
 
-    __slots__ = ("ins", "outs", "wants", "plan", "run")
+    __slots__ = ("ins", "outs", "wants", "plan")
 
     def __init__(self, step: GradStep, forward: CallPlan):
         self.ins = step.ins
@@ -46,28 +47,95 @@ class _Prepared:
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
-        self.run = _write_out(self)
 
 
-def _write_out(p: _Prepared):
-    """``run(h, grads, temps, leaves, summed)`` for ``p``: straight code that gathers the grad
-    op's inputs, invokes it and adds each gradient it writes to what arrived for its forward
-    input (or keeps it as a temporary). A variable's gradient parts are summed into a new array,
-    which takes any further parts in place (a kernel's output may be shared, so it is never
-    written)."""
-    lines = ["def run(h, grads, temps, leaves, summed):",
-             "    ins, outs = h.inputs, h.outputs",
-             *argument_lines(p, _value_expression),
-             "    result = invoke(p.plan, args, p.wants, "
-             "_grad_names(p, h) if flags.checking else None)"]
-    for n, (slot, duplicable, bound) in enumerate(p.outs):
+def _write_replay(prepared: tuple, counts: tuple):
+    """``replay(h, grads, temps, leaves, summed)`` of a forward plan's ``prepared`` grad steps,
+    for handles with ``counts`` (``_counts``): straight code that returns at once unless a
+    gradient arrived at one of the handle's outputs, then runs each step (gathers the grad op's
+    inputs, calls its kernel, adds each gradient it writes to what arrived for its forward
+    input, or keeps it as a temporary), then drops the gradients of the handle's outputs.
+
+    A variable's gradient parts are summed into a new array, which takes any further parts in
+    place (a kernel's output may be shared, so it is never written)."""
+    lines = ["def replay(h, grads, temps, leaves, summed):",
+             "    ins, outs = h.inputs, h.outputs"]
+    outputs = {}    # (forward output slot, index) -> the local holding its VarDesc
+    for slot, n in counts[1].items():
+        for i in range(n):
+            o = outputs[slot, i] = f"o{len(outputs)}"
+            lines += [f"    e = outs[{slot!r}][{i}]",
+                      f"    {o} = e.desc if type(e) is Variable else e"]
+    reached = " or ".join(f"{o} in grads" for o in outputs.values()) or "False"
+    lines += [f"    if not ({reached}):", "        return"]
+    namespace = {"invoke": invoke, "flags": _flags, "Variable": Variable,
+                 "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
+                 "_shape_of": _shape_of, "_zeros": _zeros, "shape_only": shape_only,
+                 "_shape_only_cache": _shape_only_cache}
+    for n, p in enumerate(prepared):
+        namespace.update({f"p{n}": p, f"direct{n}": p.plan.direct, f"attrs{n}": p.plan.attrs,
+                          f"wants{n}": p.wants})
+        lines += _step_lines(p, n, outputs)
+    if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
+        lines.append("    temps.clear()")
+    lines += [f"    grads.pop({o}, None)" for o in outputs.values()]
+    if outputs:
+        lines += ["    if summed:", *(f"        summed.discard({o})" for o in outputs.values())]
+    name = f"<backward of {prepared[0].plan.info.type if prepared else 'an op'}>"
+    exec(compile("\n".join(lines), name, "exec"), namespace)
+    return namespace["replay"]
+
+
+def _step_lines(p: _Prepared, n: int, outputs: dict) -> list:
+    """The lines of prepared grad step ``p``, the ``n``-th of its forward op's: its inputs
+    bound one per grad-op slot (``x<slot index>``), its kernel called directly (through
+    ``invoke`` when a check is on), its gradients added or kept. ``outputs`` names the locals
+    that hold the forward outputs' VarDescs."""
+    ginfo = p.plan.info
+    index = {s.name: k for k, s in enumerate(ginfo.inputs)}
+    given = []
+    lines = []
+    for slot, duplicable, bound in p.ins:
+        if not bound:
+            continue
+        k = index[slot]
+        given.append((slot, k))
+        if duplicable:
+            values = ", ".join(_value_expression(*ref) for ref in bound)
+            lines.append(f"    x{k} = [v for v in ({values},) if v is not None]")
+        elif bound[0][0] == OUT_GRAD:       # (``_out_grad``, written out)
+            o = outputs[bound[0][1:]]
+            lines += [f"    x{k} = grads.get({o})",
+                      f"    if x{k} is None:",
+                      f"        x{k} = _zeros(h, {o})"]
+        elif bound[0][0] in (META_IN, META_OUT):    # (``_shape_of``, written out)
+            kind, fslot, i = bound[0]
+            lines += [f"    e = {'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}]",
+                      "    d = e.desc if type(e) is Variable else e",
+                      f"    x{k} = _shape_only_cache.get((d.shape, d.dtype))",
+                      f"    if x{k} is None:",
+                      f"        x{k} = shape_only(d.shape, d.dtype)"]
+        else:
+            lines.append(f"    x{k} = {_value_expression(*bound[0])}")
+    present = dict(given)
+    arrays = "".join(f", x{present[s.name]}" if s.name in present else ", None"
+                     for s in ginfo.inputs)
+    single = len(ginfo.outputs) == 1
+    lines += ["    if flags.checking:",
+              f"        args = {{{', '.join(f'{slot!r}: x{k}' for slot, k in given)}}}",
+              f"        result = invoke(p{n}.plan, args, wants{n}, _grad_names(p{n}, h))"
+              + ("[0]" if single else ""),
+              "    else:",
+              f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
+    for m, (slot, duplicable, bound) in enumerate(p.outs):
         if slot not in p.wants:
             continue
+        r = "result" if single else f"result[{m}]"
         for j, (kind, fslot, i, kept) in enumerate(bound):
             if not kept:
                 continue
-            lines.append(f"    g = result[{n}][{j}] if result[{n}] is not None else None"
-                         if duplicable else f"    g = result[{n}]")
+            lines.append(f"    g = {r}[{j}] if {r} is not None else None" if duplicable
+                         else f"    g = {r}")
             lines.append("    if g is not None:")
             if kind == TEMP:
                 lines.append(f"        temps[{fslot!r}] = g")
@@ -83,11 +151,7 @@ def _write_out(p: _Prepared):
                       "        else:",
                       "            grads[d] = old + g",
                       "            summed.add(d)"]
-    namespace = {"p": p, "invoke": invoke, "flags": _flags, "Variable": Variable,
-                 "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
-                 "_shape_of": _shape_of}
-    exec(compile("\n".join(lines), f"<backward of {p.plan.info.type}>", "exec"), namespace)
-    return namespace["run"]
+    return lines
 
 
 def argument_lines(p: _Prepared, expression, single=None) -> list:
@@ -149,6 +213,13 @@ def prepare(plan: CallPlan, counts) -> tuple:
     return prepared
 
 
+def _replay_of(h):
+    """The replay of handle ``h``'s plan (made once per plan, kept on it)."""
+    counts = _counts(h)
+    replay = h.plan.replay = _write_replay(prepare(h.plan, counts), counts)
+    return replay
+
+
 def grad_op_types(h) -> list:
     """The grad op types backward runs for the recorded op ``h``."""
     return list(dict.fromkeys(p.plan.info.type for p in prepare(h.plan, _counts(h))))
@@ -158,6 +229,7 @@ def _counts(h) -> tuple:
     return ({s: len(v) for s, v in h.inputs.items()}, {s: len(v) for s, v in h.outputs.items()})
 
 
+_FROM_NUMPY = {np.dtype(dtypes.to_numpy(code)): code for code in dtypes.ALL}
 _shape_only_cache: dict = {}
 
 
@@ -182,8 +254,12 @@ def _out_grad(h, grads, entry):
     """The gradient of forward output ``entry``, zeros when none arrived."""
     d = _desc(entry)
     g = grads.get(d)
-    return g if g is not None else h.plan.place.array_module().zeros(
-        d.shape, dtypes.to_numpy(d.dtype))
+    return g if g is not None else _zeros(h, d)
+
+
+def _zeros(h, d):
+    """Zeros in the shape and dtype of VarDesc ``d``, on handle ``h``'s place."""
+    return h.plan.place.array_module().zeros(d.shape, dtypes.to_numpy(d.dtype))
 
 
 def _shape_of(entry) -> np.ndarray:
@@ -247,22 +323,10 @@ def run_backward(ops: list, seeds: dict) -> None:
         if ready is not None and len(ops) in ready:    # after replaying the op at that index
             _hand_over(ready.pop(len(ops)), grads, leaves)
         h = ops.pop()
-        outs = []
-        reached = False
-        for es in h.outputs.values():
-            for e in es:
-                d = e.desc if type(e) is Variable else e
-                outs.append(d)
-                reached = reached or d in grads
-        if not reached:
-            continue
-        plan = h.plan
-        for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h)):
-            p.run(h, grads, temps, leaves, summed)
-        temps.clear()
-        for d in outs:
-            grads.pop(d, None)
-            summed.discard(d)
+        replay = h.plan.replay
+        if replay is None:
+            replay = _replay_of(h)
+        replay(h, grads, temps, leaves, summed)
         del h
     if ready:
         _hand_over(ready.pop(0, ()), grads, leaves)
@@ -275,4 +339,10 @@ def run_backward(ops: list, seeds: dict) -> None:
 
 def _set_grad(leaf: Variable, g) -> None:
     total = g if leaf.grad is None else leaf.grad._value + g
-    leaf.grad = Variable(total, name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)
+    name = leaf.desc.name + GRAD_SUFFIX
+    # a host array of a supported dtype needs none of Variable()'s conversions
+    code = _FROM_NUMPY.get(total.dtype) if type(total) is np.ndarray else None
+    if code is not None and leaf.place is CPU:
+        leaf.grad = new_variable(VarDesc(name, total.shape, code), total, 0, CPU)
+    else:
+        leaf.grad = Variable(total, name=name, place=leaf.place)

@@ -26,14 +26,20 @@ class CallPlan:
     ``specs`` is ``{output slot: [(shape, dtype)]}`` from the shape rule; ``outputs`` lists, in
     the kernel's output order, ``(slot, duplicable, specs or None, carries_gradient)``;
     ``wants_grad`` is ``{input slot: (bool per variable)}`` and ``requires_grad`` whether the op
-    passes a gradient to any of them; ``call`` is the kernel's bound call;
+    passes a gradient to any of them; ``call`` is the kernel's bound call and ``direct`` the same
+    taking one array per input slot (``Kernel.positional``); ``made`` is what an eager output
+    Variable is made from, ``(shape, dtype, stop_gradient when a gradient flows)`` per output
+    slot (a tuple of them for a duplicable slot, None for a slot the op does not write), or
+    None when the outputs need the generic path (shapes that only the values tell);
     ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
-    run). A grad op run for a forward plan (eager backward) has no specs: its output shapes
-    follow from the forward values.
+    run), and ``replay`` with them written out as one function (``tape.backward``). A grad op
+    run for a forward plan (eager backward) has no specs: its output shapes follow from the
+    forward values.
     """
 
-    __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "specs",
-                 "outputs", "wants_grad", "requires_grad", "backward", "shaped_by_values")
+    __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "direct",
+                 "specs", "made", "outputs", "wants_grad", "requires_grad", "backward",
+                 "replay", "shaped_by_values")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -44,6 +50,7 @@ class CallPlan:
         self.dtype = dtype
         self.kernel = info.kernel(place, dtype)
         self.call = self.kernel.call
+        self.direct = _positional(self.kernel, info)
         self.specs = specs = specs or {}
         differentiable = info.differentiable_outputs
         self.outputs = tuple(
@@ -54,10 +61,16 @@ class CallPlan:
         # an unknown (-1) output dim that only the kernel's values tell (fill_constant with
         # ShapeTensorList, range): an eager output then takes its value's shape
         self.shaped_by_values = any(n < 0 for ss in specs.values() for s, _ in ss for n in s)
+        self.made = None if self.shaped_by_values or any(
+            not dup and ss is not None and len(ss) != 1 for _, dup, ss, _ in self.outputs) \
+            else tuple(None if ss is None else tuple((s, d, not carries) for s, d in ss)
+                       if dup else (ss[0][0], ss[0][1], not carries)
+                       for _, dup, ss, carries in self.outputs)
         self.wants_grad = wants_grad
         self.requires_grad = info.grad is not None and any(
             any(wants) for wants in (wants_grad or {}).values())
         self.backward = None
+        self.replay = None
 
     def value_shaped(self, result) -> tuple:
         """``outputs`` with each spec's shape taken from the kernel's ``result`` (one entry per
@@ -116,6 +129,16 @@ def invoke(plan: CallPlan, arrays: dict, wants=None, names: dict | None = None) 
     else:
         result = plan.call(arrays, plan.attrs, wants)
     return result if len(plan.outputs) != 1 else (result,)
+
+
+def _positional(kernel, info: OpInfo):
+    """``kernel.positional``, or for a stand-in kernel with only ``call`` (tests), the same call
+    made from it."""
+    positional = getattr(kernel, "positional", None)
+    if positional is not None:
+        return positional
+    names, call = info.input_names, kernel.call
+    return lambda attrs, wants, *arrays: call(dict(zip(names, arrays)), attrs, wants)
 
 
 def kernel_dtype(info: OpInfo, descs: dict, attrs: dict) -> int:

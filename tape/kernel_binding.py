@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 class Kernel:
     """A kernel function and how its parameters bind to inputs and attributes.
 
-    ``call(ins, attrs, wants)`` runs it (the hot path). ``reads()`` says which input slots it
-    reads, for the unused-input check: the slots whose parameters its body loads, found once
-    from the bytecode.
+    ``call(ins, attrs, wants)`` runs it on ``{slot: array}``; ``positional(attrs, wants, *arrays)``
+    runs it on one array (or list, or None) per input slot in the op's slot order, which spares
+    the eager hot path a dict per call. ``reads()`` says which input slots it reads, for the
+    unused-input check: the slots whose parameters its body loads, found once from the bytecode.
     """
 
-    __slots__ = ("fn", "call", "_params", "_reads")
+    __slots__ = ("fn", "call", "positional", "_params", "_reads")
 
     def __init__(self, fn, info: OpInfo):
         self.fn = fn
@@ -30,6 +31,8 @@ class Kernel:
         self._params = {}    # parameter -> the input slot it binds
         self._reads = None
         args = []
+        positional = []     # the same arguments, inputs taken by slot position
+        order = {s.name: i for i, s in enumerate(info.inputs)}
         for p in inspect.signature(fn).parameters:
             if p in slots:
                 self._params[p] = p
@@ -37,18 +40,24 @@ class Kernel:
                 self._params[p] = grad_name(p[1:])
             elif p in info.attrs:
                 args.append(f"attrs[{p!r}]")
+                positional.append(f"attrs[{p!r}]")
                 continue
             elif p == "wants":
                 args.append(p)
+                positional.append(p)
                 continue
             else:
                 raise NotFoundError(
                     f"{info.type}: kernel {self.fn.__name__} has parameter '{p}', which names "
                     f"no input slot, gradient slot (d<Slot>) or attribute of the op")
             args.append(f"ins.get({self._params[p]!r})")
+            positional.append(f"a{order[self._params[p]]}")
         # A generated lambda binds arguments without a per-call loop over the parameters:
         # this runs for every op of every iteration.
         self.call = eval(f"lambda ins, attrs, wants: fn({', '.join(args)})", {"fn": self.fn})
+        arrays = "".join(f", a{i}" for i in range(len(info.inputs)))
+        self.positional = eval(f"lambda attrs, wants{arrays}: fn({', '.join(positional)})",
+                               {"fn": self.fn})
 
     def reads(self) -> tuple[frozenset, frozenset]:
         """``(read, shape_only)``: the input slots whose values the kernel's body loads, and

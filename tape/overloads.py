@@ -13,13 +13,15 @@ import numpy as np
 from . import dtypes, ops
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import get_global_tape
-from .variable import Variable, as_variable, reading_values_allowed
+from .runner import signature
+from .tape import Tape, _local, get_global_tape
+from .variable import Variable, as_variable
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
 # turning the Variable into an array; the identity hash stays (Variables key dicts and sets)
 Variable.__array_ufunc__ = None
 Variable.__hash__ = object.__hash__
+_FLOATING = dtypes.FLOATING
 
 
 def _number(other):
@@ -40,38 +42,116 @@ def _operand(x: Variable, other):
 
 def _binary(op_type: str, by_number=None, reflected: bool = False):
     """An operator running ``op_type`` on (self, other), or on (other, self) when ``reflected``;
-    ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op."""
-    op = getattr(ops, op_type)
+    ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op.
+    Each of these ops takes X and Y and writes Out; the operator gives them to the tape's
+    runner directly (``tape.ops``' generic argument handling is not needed for them)."""
+    info = op_info(op_type)
 
     def operator(self, other):
-        if by_number is not None and self.desc.dtype in dtypes.FLOATING:
-            c = _number(other)
-            if c is not None:
-                return by_number(self, c)
-        y = _operand(self, other)
-        if y is None:
-            return NotImplemented
-        return op(y, self) if reflected else op(self, y)
+        if type(other) is Variable:
+            y = other
+        else:
+            if by_number is not None and self.desc.dtype in _FLOATING:
+                c = _number(other)
+                if c is not None:
+                    return by_number(self, c)
+            y = _operand(self, other)
+            if y is None:
+                return NotImplemented
+        return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
+                    _NO_ATTRS, ())
     return operator
+
+
+_NO_ATTRS: dict = {}    # (never written: runners only read the attributes they are given)
+
+
+def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
+    """Out of op ``info`` run on the thread's tape: an eager tape's runner is called directly
+    with ``sig``, the attributes' signature (``runner.signature``)."""
+    t = _local.tape
+    if t is None:
+        t = get_global_tape()
+    if type(t) is Tape and info.runner is not None:
+        return info.runner(t, inputs, attrs, None, sig)["Out"][0]
+    return t.run(info, inputs, attrs)["Out"][0]
 
 
 _SCALE = op_info("scale")
 
 
 def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
-    """``scale * x + bias`` as one ``scale`` op, run on the tape directly: ``x * 2.0`` and
-    ``x + 1.0`` are the commonest ops of all, and ``ops.scale``'s argument handling is not
-    needed for them."""
-    return get_global_tape().run(_SCALE, {"X": [x]}, {"scale": scale, "bias": bias})["Out"][0]
+    """``scale * x + bias`` as one ``scale`` op: ``x * 2.0`` and ``x + 1.0`` are the commonest
+    ops of all. Its attributes and their signature are made once per (scale, bias), both
+    always floats here."""
+    attrs = _scale_attrs.get((scale, bias))
+    if attrs is None:
+        attrs = _scale_attrs_of(scale, bias)
+    t = _local.tape     # (``_run``, written out: a frame less on the commonest op)
+    if t is None:
+        t = get_global_tape()
+    if type(t) is Tape and _SCALE.runner is not None:
+        return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
+    return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
 
 
-Variable.__add__ = Variable.__radd__ = _binary("elementwise_add", lambda x, c: _scale(x, bias=c))
-Variable.__sub__ = _binary("elementwise_sub", lambda x, c: _scale(x, bias=-c))
-Variable.__rsub__ = _binary(
-    "elementwise_sub", lambda x, c: _scale(x, scale=-1.0, bias=c), reflected=True)
-Variable.__mul__ = Variable.__rmul__ = _binary("elementwise_mul", lambda x, c: _scale(x, scale=c))
-Variable.__truediv__ = _binary("elementwise_div", lambda x, c: _scale(x, scale=1.0 / c)
-                               if c else ops.elementwise_div(x, _operand(x, c)))
+_scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
+
+
+def _scale_attrs_of(scale: float, bias: float) -> tuple:
+    if len(_scale_attrs) >= 1024:
+        _scale_attrs.clear()
+    attrs = {"scale": scale, "bias": bias}
+    made = _scale_attrs[scale, bias] = (attrs, signature(attrs))
+    return made
+
+
+_add = _binary("elementwise_add", lambda x, c: _scale(x, bias=c))
+_sub = _binary("elementwise_sub", lambda x, c: _scale(x, bias=-c))
+_rsub = _binary("elementwise_sub", lambda x, c: _scale(x, scale=-1.0, bias=c), reflected=True)
+_mul = _binary("elementwise_mul", lambda x, c: _scale(x, scale=c))
+_truediv = _binary("elementwise_div", lambda x, c: _scale(x, scale=1.0 / c)
+                   if c else ops.elementwise_div(x, _operand(x, c)))
+
+
+# The commonest case, a float Variable and a Python float, written out: one call to ``_scale``
+# instead of the general operator's three (measured by benchmarks/instructions.py).
+
+def _add_float(self, other):
+    if type(other) is float and self.desc.dtype in _FLOATING:
+        return _scale(self, 1.0, other)
+    return _add(self, other)
+
+
+def _sub_float(self, other):
+    if type(other) is float and self.desc.dtype in _FLOATING:
+        return _scale(self, 1.0, -other)
+    return _sub(self, other)
+
+
+def _rsub_float(self, other):
+    if type(other) is float and self.desc.dtype in _FLOATING:
+        return _scale(self, -1.0, other)
+    return _rsub(self, other)
+
+
+def _mul_float(self, other):
+    if type(other) is float and self.desc.dtype in _FLOATING:
+        return _scale(self, other, 0.0)
+    return _mul(self, other)
+
+
+def _truediv_float(self, other):
+    if type(other) is float and other and self.desc.dtype in _FLOATING:
+        return _scale(self, 1.0 / other, 0.0)
+    return _truediv(self, other)
+
+
+Variable.__add__ = Variable.__radd__ = _add_float
+Variable.__sub__ = _sub_float
+Variable.__rsub__ = _rsub_float
+Variable.__mul__ = Variable.__rmul__ = _mul_float
+Variable.__truediv__ = _truediv_float
 Variable.__rtruediv__ = _binary("elementwise_div", reflected=True)
 Variable.__pow__ = _binary("elementwise_pow", lambda x, c: ops.pow(x, factor=c))
 Variable.__rpow__ = _binary("elementwise_pow", reflected=True)
@@ -232,133 +312,4 @@ Variable.T = property(transpose, doc="The axes reversed (``x.T`` of a matrix: it
 Variable.matmul = _binary("matmul_v2")
 
 
-# --- indexing: numpy's rules, recorded as slice, gather, squeeze2 and unsqueeze2 ---
-
-_END = 2**31 - 1   # slice's "to the end" (its ends attribute is int32 in Paddle)
-
-
-def _is_mask(k) -> bool:
-    if isinstance(k, Variable):
-        return k.dtype == np.bool_
-    return isinstance(k, (list, np.ndarray)) and np.asarray(k).dtype == np.bool_
-
-
-def _masked(x: Variable, mask) -> Variable:
-    """``x[mask]``: the elements (or sub-arrays) where a bool mask over x's leading axes is
-    True, in order, as one new first axis."""
-    if isinstance(mask, Variable):
-        if not reading_values_allowed():
-            raise InvalidArgumentError(
-                f"{x.name}[{mask.name}]: the result of a bool Variable mask has a shape known "
-                f"only from the mask's values, which a traced program cannot read; use "
-                f"tape.ops.where(mask, x, y), or a numpy mask")
-        mask = mask.numpy()
-    mask = np.asarray(mask, dtype=bool)
-    lead = tuple(x.shape[:mask.ndim])
-    if mask.ndim > x.ndim or any(n not in (m, -1) for n, m in zip(lead, mask.shape)):
-        raise IndexError(f"{x.name}[mask]: a bool mask of shape {list(mask.shape)} does not "
-                         f"match the leading axes of shape {list(x.shape)}")
-    rows = x.reshape(-1, *x.shape[mask.ndim:]) if mask.ndim != 1 else x
-    return ops.gather(rows, Variable(np.flatnonzero(mask).astype(np.int64), place=x.place))
-
-
-def _take(x: Variable, index, axis: int) -> Variable:
-    """The sub-arrays at ``index`` (an int Variable, list or array of any rank) along ``axis``,
-    whose axis is replaced by index's axes."""
-    if not isinstance(index, Variable):
-        array = np.asarray(index)
-        n = x.shape[axis]
-        if array.dtype.kind not in "iu":
-            raise IndexError(f"{x.name}[...]: an index list must hold ints, received {index!r}")
-        if n >= 0 and array.size and not (-n <= array.min() and array.max() < n):
-            raise IndexError(f"{x.name}[...]: index {index!r} is out of bounds for axis {axis} "
-                             f"with size {n}")
-        index = Variable((array % n if n > 0 else array).astype(np.int64), place=x.place)
-    if index.ndim <= 1:
-        return ops.gather(x, index, axis=axis)
-    taken = ops.gather(x, index.reshape(-1), axis=axis)
-    return taken.reshape([0] * axis + list(index.shape) + list(x.shape[axis + 1:]))
-
-
-def _expand_ellipsis(x: Variable, key: tuple) -> tuple:
-    """``key`` with its Ellipsis (or the missing trailing axes) as full slices."""
-    used = sum(k is not None and k is not Ellipsis for k in key)
-    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
-    if used > x.ndim or len(ellipses) > 1:
-        raise IndexError(f"{x.name}[...]: too many indices ({used}) for shape {list(x.shape)}"
-                         if used > x.ndim else f"{x.name}[...]: more than one Ellipsis")
-    fill = (slice(None),) * (x.ndim - used)
-    if ellipses:
-        return key[:ellipses[0]] + fill + key[ellipses[0] + 1:]
-    return key + fill
-
-
-def _getitem(self, key) -> Variable:
-    """numpy indexing, recorded as ops so gradients flow: ints, slices (with steps), ``...``,
-    None, an int list/array/Variable (gather), and a bool mask (a numpy one, or a bool Variable
-    outside ``tape.static.trace``)."""
-    key = key if isinstance(key, tuple) else (key,)
-    if any(_is_mask(k) for k in key):
-        if len(key) != 1:
-            raise IndexError(f"{self.name}[...]: a bool mask must be the only index")
-        return _masked(self, key[0])
-    key = _expand_ellipsis(self, key)
-    axes, starts, ends, dropped, new_axes, stepped = [], [], [], [], [], []
-    advanced = None          # (axis, index) of an int list/array/Variable
-    picked = []              # key positions of ints and advanced indices
-    axis = out = 0           # the input axis and the output position each entry reaches
-    for position, k in enumerate(key):
-        if k is None:
-            new_axes.append(out)
-            out += 1
-            continue
-        n = self.shape[axis]
-        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
-            if n >= 0 and not -n <= k < n:
-                raise IndexError(f"{self.name}[...]: index {k} is out of bounds for axis {axis} "
-                                 f"with size {n}")
-            start = int(k) + n if k < 0 and n >= 0 else int(k)
-            axes.append(axis), starts.append(start), dropped.append(axis)
-            ends.append(_END if start == -1 else start + 1)
-            picked.append(position)
-        elif isinstance(k, slice):
-            if k.step not in (None, 1):
-                if n < 0:
-                    raise IndexError(f"{self.name}[...]: a stepped slice needs the size of axis "
-                                     f"{axis}, unknown in shape {list(self.shape)}")
-                stepped.append((axis, np.arange(*k.indices(n))))
-            elif k.start is not None or k.stop is not None:
-                axes.append(axis), starts.append(k.start or 0)
-                ends.append(_END if k.stop is None else k.stop)
-            out += 1
-        elif isinstance(k, (Variable, list, np.ndarray)) and advanced is None:
-            advanced = (axis, k)
-            picked.append(position)
-            out += np.ndim(k) if not isinstance(k, Variable) else k.ndim
-        else:
-            raise IndexError(f"{self.name}[...]: unsupported index {k!r} (ints, slices, ..., "
-                             f"None, and one int list/array/Variable or a bool mask are)")
-        axis += 1
-    if advanced is not None and dropped and picked != list(range(picked[0], picked[-1] + 1)):
-        raise IndexError(f"{self.name}[...]: ints apart from the index array would move its axes "
-                         f"first (numpy's rule); index in two steps instead")
-    y = ops.slice(self, axes=axes, starts=starts, ends=ends) if axes else self
-    for a, index in stepped:
-        y = ops.gather(y, Variable(index, place=self.place), axis=a)
-    if advanced is not None:
-        a, index = advanced
-        y = _take(y, index, a)
-        grown = y.ndim - self.ndim
-        dropped = [d + grown if d > a else d for d in dropped]
-    if dropped:
-        y = ops.squeeze2(y, axes=dropped)
-    return ops.unsqueeze2(y, axes=new_axes) if new_axes else y
-
-
-def _iter(self):
-    for i in range(len(self)):
-        yield self[i]
-
-
-Variable.__getitem__ = _getitem
-Variable.__iter__ = _iter
+from . import variable_indexing  # noqa: E402,F401  (installs x[...] and iteration)

@@ -5,14 +5,15 @@ of an op's Python time deciding, per call, what the op's slots already fix (whic
 optional or take several Variables, where each goes in the signature); the runner of an op has
 those decisions made: one straight block per slot, the signature built as one tuple, the
 recorded entries only when the op is recorded. What it does, in order: check the inputs, find
-the op's CallPlan by signature (``dispatch.infer`` for a new one), refuse a stale input, invoke
-the kernel, make or fill the outputs, record the handle.
+the op's CallPlan by signature (``dispatch.infer`` for a new one), refuse a stale input, call
+the kernel (``CallPlan.direct``, or ``dispatch.invoke`` when a check is on), make the outputs
+(written out from ``CallPlan.made``) or fill the given ones, record the handle.
 """
 from __future__ import annotations
 
 from . import flags as _flags
 from . import place as _places
-from .desc import VarDesc
+from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .place import CPU
@@ -20,7 +21,8 @@ from .variable import Variable, new_variable
 
 
 def make_runner(info, env: dict, lazy: bool = False):
-    """The runner of ``info``: ``run(tape, inputs, attrs, outputs) -> {slot: [Variable]}``.
+    """The runner of ``info``: ``run(tape, inputs, attrs, outputs=None, sig=None) -> {slot:
+    [Variable]}``; ``sig`` is ``signature(attrs)`` when the caller has it already.
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
     ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
@@ -28,18 +30,19 @@ def make_runner(info, env: dict, lazy: bool = False):
     op whose output shapes only its values tell (``CallPlan.shaped_by_values``) runs at once.
     An eager runner given a pending input computes it first (lazy and eager Variables mix).
     """
-    lines = ["def run(tape, inputs, attrs, outputs):",
+    lines = ["def run(tape, inputs, attrs, outputs=None, sig=None):",
              "    if tape._spent and tape is local.tape:",
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
-    key, arrays, stale, entries = [], [], [], []
+    key, arrays, positional, stale, entries = [], [], [], [], []
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
-        lines += _gather(i, name, duplicable, dispensable)
+        lines += _gather(i, name, duplicable, dispensable, first=i == 0)
         if duplicable or dispensable:
             key.append(f"k{i}")
         else:
             key.append(f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient")
         arrays.append(f"{name!r}: a{i}")
+        positional.append(f", a{i}")
         if duplicable:
             stale.append(f"    if vs{i}:\n        check_stale(tape, info, {name!r}, vs{i})")
             entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
@@ -55,7 +58,8 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
     lines += [
-        "    sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+        "    if sig is None:     # (``signature``, written out)",
+        "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
         f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
         "    if place is None:",
         "        place = default_place[0]",
@@ -67,28 +71,44 @@ def make_runner(info, env: dict, lazy: bool = False):
         "        plan = None",
         *stale,
         "    if plan is None:",
-        "        plan = _infer_new(info, inputs, attrs, place, key)",
-        *(["    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
-           "        return eager_runner(info)(tape, inputs, attrs, outputs)"] if lazy else []),
-        f"    arrays = {{{', '.join(arrays)}}}",
-        *(["    result = pending_result(plan)"] if lazy else [
-            "    if flags.checking and flags.flags['FLAGS_check_nan_inf']:",
-            "        outputs = named_outputs(plan, outputs)     # named now, for the check's "
+        "        plan = _infer_new(info, inputs, attrs, place, key)"]
+    single = len(info.outputs) == 1
+    if lazy:
+        lines += [
+            "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
+            "        return eager_runner(info)(tape, inputs, attrs, outputs)",
+            f"    arrays = {{{', '.join(arrays)}}}",
+            "    result = pending_result(plan)"]
+    else:
+        lines += [
+            "    if flags.checking:",
+            f"        arrays = {{{', '.join(arrays)}}}",
+            "        if flags.flags['FLAGS_check_nan_inf']:",
+            "            outputs = named_outputs(plan, outputs)     # named now, for the check's "
             "message",
-            "    result = invoke(plan, arrays, None, outputs)"]),
+            "        result = invoke(plan, arrays, None, outputs)",
+            *(["        result = result[0]"] if single else []),
+            "    else:",
+            f"        result = plan.direct(plan.attrs, None{''.join(positional)})"]
+    # make_outputs takes one entry per output slot, as invoke returns them
+    result = "(result,)" if single and not lazy else "result"
+    lines += [
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
         "    record = grad_flows or tape.tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
+        *([] if lazy else ["    made = plan.made if outputs is None else None"]),
         "    if not record:",
-        "        return defer(plan, arrays, make_outputs(plan, result, outputs, False, 0, place, "
-        "None), None)" if lazy else
-        "        return make_outputs(plan, result, outputs, False, 0, place, None)",
+        *([] if lazy else ["    " + line for line in _made_lines(info, single, False)]),
+        f"        return defer(plan, arrays, make_outputs(plan, {result}, outputs, False, 0, "
+        "place, None), None)" if lazy else
+        f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
         "    keeps = info.slot_names if tape.tracing else info.keeps",
         "    entries = {}",
         *entries,
         "    outs = {}",
-        "    produced = make_outputs(plan, result, outputs, grad_flows, tape.serial, place, "
+        *([] if lazy else _made_lines(info, single, True)),
+        f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
         "    tape._ops.append(OpHandle(plan, entries, outs))",
         "    return defer(plan, arrays, produced, tape)" if lazy else "    return produced",
@@ -98,7 +118,8 @@ def make_runner(info, env: dict, lazy: bool = False):
                      check_stale=_check_stale, stale_error=_stale_error,
                      spent_error=_spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=_count_error,
-                     not_variable=_not_variable,
+                     not_variable=_not_variable, VarDesc=VarDesc, new=object.__new__,
+                     DENSE_TENSOR=DENSE_TENSOR,
                      common_place=_common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
@@ -109,10 +130,68 @@ def make_runner(info, env: dict, lazy: bool = False):
     return namespace["run"]
 
 
-def _gather(i: int, name: str, duplicable: bool, dispensable: bool) -> list:
+def signature(attrs: dict) -> tuple:
+    """The attributes' part of an op's signature: names, values and the values' types (``1``,
+    ``1.0`` and ``True`` are equal as dict keys, but not the same attribute value)."""
+    return (*attrs.items(), *map(type, attrs.values())) if attrs else ()
+
+
+def _made_lines(info, single: bool, recorded: bool) -> list:
+    """Lines that make an eager op's new outputs from ``made`` (``CallPlan.made``) and return
+    them, when it is not None; what ``make_outputs`` does, written out for the op's slots (a
+    call and a loop less per op, and no VarDesc or Variable constructor call)."""
+    lines = ["    if made is not None:", "        produced = {}"]
+    if recorded:
+        lines.append("        serial = tape.serial")
+    for n, slot in enumerate(info.outputs):
+        value, name = "result" if single else f"result[{n}]", repr(slot.name)
+        lines += [f"        m = made[{n}]", "        if m is not None:"]
+        if slot.duplicable:
+            lines += ["            vs = []",
+                      f"            for m, value in zip(m, {value}):",
+                      *_variable_lines("                ", "value", recorded),
+                      "                vs.append(v)",
+                      f"            produced[{name}] = vs"]
+            if recorded:
+                lines.append(f"            outs[{name}] = vs if {name} in keeps else "
+                             f"[v.desc for v in vs]")
+        else:
+            lines += [*_variable_lines("            ", value, recorded),
+                      f"            produced[{name}] = [v]"]
+            if recorded:
+                lines.append(f"            outs[{name}] = [v] if {name} in keeps else [d]")
+    if recorded:
+        lines += ["        h = new(OpHandle)",
+                  "        h.plan, h.inputs, h.outputs = plan, entries, outs",
+                  "        tape._ops.append(h)"]
+    return lines + ["        return produced"]
+
+
+def _variable_lines(indent: str, value: str, recorded: bool) -> list:
+    """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
+    from ``m`` = (shape, dtype, stop_gradient when a gradient flows)."""
+    return [indent + line for line in (
+        "d = new(VarDesc)",
+        "d._name = None",
+        "d.shape, d.dtype, stop_gradient = m",
+        "d.persistable = False",
+        "d.stop_gradient = stop_gradient if grad_flows else True" if recorded
+        else "d.stop_gradient = True",
+        "d.type = DENSE_TENSOR",
+        "d.need_check_feed = False",
+        "v = new(Variable)",
+        "v.desc = d",
+        f"v._value = {value}",
+        "v.grad = None",
+        f"v._tape = {'serial' if recorded else '0'}",
+        "v.place = place")]
+
+
+def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool) -> list:
     """Lines that check slot ``name``'s inputs and bind, for slot ``i``: ``v{i}``/``d{i}``/
     ``a{i}`` (its Variable, VarDesc and array) or, for a duplicable slot, ``vs{i}``/``a{i}``
-    (its Variables and arrays), and ``k{i}``, its part of the signature."""
+    (its Variables and arrays), and ``k{i}``, its part of the signature. The ``first`` slot's
+    Variable, if the slot takes exactly one, gives the place without a call."""
     n = repr(name)
     if duplicable:
         absent = ("        vs{i} = k{i} = a{i} = None" if dispensable
@@ -130,6 +209,8 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool) -> list:
              f"        a{i} = unset(info, {n}, v{i})",
              f"    if v{i}.place is not place:",
              f"        place = common_place(info, inputs, place, {n}, v{i})"]
+    if first and not dispensable:
+        check[-2:] = [f"    place = v{i}.place"]
     if not dispensable:
         return [f"    vs = inputs.get({n})",
                 "    if not vs or len(vs) != 1:",

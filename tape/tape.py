@@ -7,6 +7,7 @@ import threading
 
 from . import flags as _flags
 from . import pending as _pending
+from .backward import run_backward
 from .dispatch import CallPlan
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .registry import OpInfo, op_info
@@ -124,7 +125,6 @@ class Tape:
 
     def backward(self, loss: Variable) -> None:
         """Gradients of ``loss`` (seeded with ones) into ``.grad`` of the leaves that want them."""
-        from .backward import run_backward
         if self._spent:
             raise PreconditionNotMetError(
                 "backward was already run on this tape, which released its ops; call "
