@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batching, ops
+from tape import Variable, batched_backward, batching, ops
 
 
 @pytest.fixture
@@ -305,6 +305,32 @@ def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
     with batching_off():
         unbatched = run()
     for a, b in zip(batched, unbatched, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gradient_accumulations_of_the_per_op_path_batch_bit_for_bit(kernel_calls,
+                                                                     monkeypatch):
+    """The per-op path (a graph too small to go by units, here by raising the bar) defers
+    each grad op; a variable's gradient parts are summed by Accumulations, which batch."""
+    monkeypatch.setattr(batched_backward, "_SAMPLES", 10 ** 9)
+    rng = np.random.default_rng(8)
+    xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
+    groups = []
+    run_accumulations = batching.run_accumulations
+
+    def counting(ops):
+        groups.append(len(ops))
+        run_accumulations(ops)
+    monkeypatch.setattr(batching, "run_accumulations", counting)
+
+    def build():    # each x read three times: its gradient is a sum of three parts
+        return ops.reduce_sum(ops.concat([ops.tanh(x) * x + ops.exp(x) for x in xs], axis=0))
+    batched = run_lazily(build, xs)
+    assert groups == [6]
+    with batching_off():
+        unbatched = run_lazily(build, xs)
+    np.testing.assert_array_equal(batched[0], unbatched[0])
+    for a, b in zip(batched[1], unbatched[1], strict=True):
         np.testing.assert_array_equal(a, b)
 
 
