@@ -58,6 +58,15 @@ def run_lazily(build, params):
     return value, [p.grad.numpy() for p in params]
 
 
+def assert_unbatched_equal_bit_for_bit(build, params, batched) -> None:
+    """``build`` run unbatched gives ``batched``'s loss value and gradients bit for bit."""
+    with batching_off():
+        unbatched = run_lazily(build, params)
+    np.testing.assert_array_equal(batched[0], unbatched[0])
+    for a, b in zip(batched[1], unbatched[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
     rng = np.random.default_rng(0)
     xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
@@ -71,12 +80,8 @@ def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
     assert calls.count("tanh") == 1 and calls.count("elementwise_mul") == 1
     assert calls.count("tanh_grad") == 1 and calls.count("elementwise_mul_grad") == 1
     kernel_calls.clear()
-    with batching_off():
-        unbatched = run_lazily(build, xs)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
     assert [t for t, _ in kernel_calls].count("tanh") == 6
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1]):
-        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("rows", [(1,) * 8, (1, 3, 1, 2)])
@@ -180,11 +185,7 @@ def test_ops_differing_only_in_batch_axis_size_batch_together(kernel_calls):
     assert sorted(calls) == [("exp", (4, 5)), ("exp_grad", (4, 5)), ("scale", (7, 5)),
                              ("scale", (7, 5)),     # (and scale's gradient, a scale)
                              ("sigmoid", (5, 5)), ("tanh", (7, 5)), ("tanh_grad", (7, 5))]
-    with batching_off():
-        unbatched = run_lazily(build, xs)
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
 
 
 def test_reductions_over_axis_0_and_everything_batch(kernel_calls):
@@ -327,11 +328,7 @@ def test_gradient_accumulations_of_the_per_op_path_batch_bit_for_bit(kernel_call
         return ops.reduce_sum(ops.concat([ops.tanh(x) * x + ops.exp(x) for x in xs], axis=0))
     batched = run_lazily(build, xs)
     assert groups == [6]
-    with batching_off():
-        unbatched = run_lazily(build, xs)
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
 
 
 def test_gradient_parts_from_batches_sum_bit_for_bit(kernel_calls):
@@ -348,8 +345,4 @@ def test_gradient_parts_from_batches_sum_bit_for_bit(kernel_calls):
     assert calls == ["tanh", "elementwise_mul", "exp", "elementwise_add", "concat",
                      "reduce_sum", "reduce_sum_grad", "concat_grad", "elementwise_add_grad",
                      "exp_grad", "elementwise_mul_grad", "tanh_grad"], calls
-    with batching_off():
-        unbatched = run_lazily(build, xs)
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
