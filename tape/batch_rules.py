@@ -7,13 +7,18 @@ op follows its forward op's rule; the gradient of a shared input is summed over 
 """
 from __future__ import annotations
 
+from . import dtypes
 from .desc import GRAD_SUFFIX
+from .dispatch import CallPlan
+from .registry import op_info
 
-# How a batch passes an input: concatenated on axis 0, or once (every op reads the same one);
-# and an output: cut back along axis 0, or (SUM, a shared input's gradient) the whole, which
-# is the sum of every op's part, given to the first op (the others' parts read as None; they
-# all go to the same variable, where gradient parts are summed anyway).
-CAT, SHARED, SUM = "cat", "shared", "sum"
+# How a batch passes an input: concatenated on axis 0, once (every op reads the same one), or
+# stacked on a new axis 0 (STACK: a reduction over axis 0 or over everything runs as the same
+# reduction past that axis, ``stacked_plan``); and an output: cut back along axis 0 (or the
+# new axis), or (SUM, a shared input's gradient) the whole, which is the sum of every op's
+# part, given to the first op (the others' parts read as None; they all go to the same
+# variable, where gradient parts are summed anyway).
+CAT, SHARED, STACK, SUM = "cat", "shared", "stack", "sum"
 
 
 # ---- batch rules: per op type, from its plan and its inputs' shapes (``{slot: [shape]}``),
@@ -74,12 +79,52 @@ def _slice(plan, shapes):
 
 
 def _reduce(plan, shapes):
+    """Off axis 0, rows reduce alone: concatenated. Over axis 0 or everything (the mean of
+    each sample's loss), X is stacked and the reduction runs past the new axis."""
     (x,) = shapes["X"]
+    if not x:
+        return None
     dims = plan.attrs["dim"]
     if plan.attrs["reduce_all"] or not dims or len(x) < 2 or any(d % len(x) == 0
                                                                  for d in dims):
-        return None
+        return {"X": STACK}
     return {"X": CAT}
+
+
+def _mean(plan, shapes):
+    (x,) = shapes["X"]
+    return {"X": STACK} if x else None
+
+
+_stacked_plans: dict = {}
+
+
+def stacked_plan(plan, n: int, x_rank: int):
+    """The CallPlan that runs ``n`` reductions of ``plan`` (of X of rank ``x_rank``) on their
+    inputs stacked along a new axis 0: the same reduction (``mean`` as ``reduce_mean``) over
+    the same axes shifted by one, never axis 0; output ``(n,) +`` each op's output shape."""
+    key = (plan, n)
+    stacked = _stacked_plans.get(key)
+    if stacked is not None:
+        return stacked
+    (shape, dtype), = plan.outputs[0][2]
+    if plan.info.type == "mean":
+        info, attrs = op_info("reduce_mean"), {"keep_dim": False}
+        axes = range(x_rank)
+    else:
+        info, attrs = plan.info, dict(plan.attrs)
+        dims = attrs["dim"]
+        axes = range(x_rank) if attrs["reduce_all"] or not dims else \
+            sorted(d % x_rank for d in dims)
+    attrs.update(dim=[a + 1 for a in axes], reduce_all=False)
+    attrs, attrs_key = info.checked_attrs(attrs)
+    stacked = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype,
+                       {"Out": [((n,) + tuple(shape), dtype)]}, plan.wants_grad)
+    if len(_stacked_plans) >= 4096:
+        _stacked_plans.clear()
+    _stacked_plans[key] = stacked
+    return stacked
+
 
 
 def _lookup(plan, shapes):
@@ -104,6 +149,7 @@ _RULES = {
     "reduce_mean": _reduce,
     "reduce_max": _reduce,
     "reduce_min": _reduce,
+    "mean": _mean,
     "lookup_table_v2": _lookup,
 }
 
@@ -111,33 +157,39 @@ rule_cache: dict = {}
 
 
 def rule_of(op):
-    """``(input modes, summed output slot indices, shared input slots)`` for batches of
-    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). A grad op
-    ``<t>_grad`` follows ``<t>``'s rule: the forward slots it reads are passed as ``<t>``
-    passes them, output gradients are concatenated, and the gradient of a shared input is
-    summed."""
+    """``(input modes, summed output slot indices, shared input slots, key)`` for batches of
+    ``op``'s plan, or None: decided once per plan (which fixes the inputs' shapes). ``key`` is
+    what the ops of a batch must share besides their shared inputs: for a forward op, its
+    plan apart from the batch axis (op type, attributes, place, kernel dtype, each input's
+    shape past axis 0 where it is concatenated and whole where shared, dtypes, which inputs
+    want gradients), so that ops reading 1 and 3 rows batch together; for a grad op, its plan.
+    A grad op ``<t>_grad`` follows ``<t>``'s rule: the forward slots it reads are passed as
+    ``<t>`` passes them, output gradients are concatenated, and the gradient of a shared input
+    is summed."""
     plan = op.plan
     try:
         return rule_cache[plan]
     except KeyError:
         pass
     info = plan.info
-    shapes = {slot: [_shape(x) for x in a] if type(a) is list else [_shape(a)]
-              for slot, a in op.args.items() if a is not None}
+    specs = {slot: [_spec(x) for x in a] if type(a) is list else [_spec(a)]
+             for slot, a in op.args.items() if a is not None}
+    shapes = {slot: [s[0] for s in ss] for slot, ss in specs.items()}
     rule = None
     if not any(s is None for ss in shapes.values() for s in ss):
         make = _RULES.get(info.type)
         forward = _RULES.get(info.type[:-len("_grad")]) if info.type.endswith("_grad") else None
         if make is not None:
             ins = make(plan, shapes)
-            rule = None if ins is None else (ins, (), _shared_slots(ins))
+            if ins is not None:
+                rule = (ins, (), _shared_slots(ins), _batch_key(plan, specs, ins))
         elif forward is not None:
             ins = forward(plan, {s: v for s, v in shapes.items() if "@" not in s})
-            if ins is not None:
+            if ins is not None and STACK not in ins.values():   # (stacked: forward ops only)
                 ins = {**ins, **{s: CAT for s in shapes if "@" in s}}
                 sums = tuple(n for n, name in enumerate(info.output_names)
                              if ins.get(name[:-len(GRAD_SUFFIX)]) == SHARED)
-                rule = (ins, sums, _shared_slots(ins))
+                rule = (ins, sums, _shared_slots(ins), plan)
     if len(rule_cache) >= 4096:
         rule_cache.clear()
     rule_cache[plan] = rule
@@ -148,12 +200,33 @@ def _shared_slots(ins: dict) -> tuple:
     return tuple(slot for slot, how in ins.items() if how == SHARED)
 
 
-def _shape(a):
-    """The shape of a LazyOp's argument: an array's, or the shape rule's answer for the op
-    output it refers to (None where no rule answered: a temporary between grad ops)."""
+_keys: dict = {}
+
+
+def _batch_key(plan, specs: dict, ins: dict):
+    """A forward plan apart from its inputs' batch axis (``rule_of``'s ``key``): the first
+    plan seen with that description, which hashes as fast as a plan (the scheduler looks
+    signatures up once per op)."""
+    if plan.attrs_key is None:
+        return plan
+    inputs = tuple((slot, tuple((shape[1:] if ins.get(slot) == CAT else shape, dtype)
+                                for shape, dtype in specs[slot]))
+                   for slot in sorted(specs))
+    described = (plan.info.type, plan.attrs_key, plan.place, plan.dtype, inputs,
+                 tuple(sorted(plan.wants_grad.items())))
+    if len(_keys) >= 4096:
+        _keys.clear()
+    return _keys.setdefault(described, plan)
+
+
+def _spec(a):
+    """``(shape, dtype)`` of a LazyOp's argument: an array's, or the shape rule's answer for
+    the op output it refers to (shape None where no rule answered: a temporary between grad
+    ops)."""
     if type(a) is tuple:
         op, n, j = a
         if op.shapes is not None:
-            return op.shapes.get((n, j))
-        return op.plan.outputs[n][2][max(j, 0)][0]
-    return tuple(a.shape)
+            return op.shapes.get((n, j)), None
+        return op.plan.outputs[n][2][max(j, 0)]
+    dtype = a.dtype     # (a ShapeOnly's is a VarType code already)
+    return tuple(a.shape), dtype if type(dtype) is int else dtypes.from_numpy(dtype)

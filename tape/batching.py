@@ -2,27 +2,30 @@
 
 Ready ops of one *signature* run as one kernel call: their batched inputs are concatenated along
 axis 0, the kernel runs once, and the ops share its outputs, each reading its own rows. The
-signature is the op's CallPlan (op type, attributes, input shapes, dtypes, place, which inputs
-want gradients) plus the identity of its *shared* inputs: a weight every op of the batch reads
-is passed once, never copied. Which inputs an op type concatenates and which it shares is its
-*batch rule* (``tape.batch_rules``). An op without a rule (random ops, optimizer updates,
-reductions over axis 0) runs on its own.
+signature is the op's CallPlan apart from the batch axis (op type, attributes, input shapes past
+axis 0, dtypes, place, which inputs want gradients: ops on 1 and 3 rows batch, each keeping its
+row offsets) plus the identity of its *shared* inputs: a weight every op of the batch reads is
+passed once, never copied. Which inputs an op type concatenates, shares or stacks (a reduction
+over axis 0 or everything runs past a new axis 0) is its *batch rule* (``tape.batch_rules``).
+An op without a rule (random ops, optimizer updates) runs on its own. Each call is noted as a
+unit for batched backward (``tape.units``).
 
 Batching is on unless ``FLAGS_lazy_batching`` is off. Where it changes arithmetic: matrix
 products (``mul``, ``matmul_v2``) of a batch are one BLAS call over all rows, which may block
-and round differently from row-at-a-time calls (float32 rounding, not bit-equal); elementwise
-ops, activations, softmaxes, lookups, concat/split/slice and row reductions compute each
-element as they would alone.
+and round differently from row-at-a-time calls, and a stacked reduction sums along other axes
+(float32 rounding, not bit-equal); elementwise ops, activations, softmaxes, lookups,
+concat/split/slice and row reductions compute each element as they would alone.
 """
 from __future__ import annotations
 
 import operator
 
 from . import flags as _flags
-from .batch_rules import SHARED, rule_cache, rule_of
+from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
 from .dispatch import invoke
-from .fusion import fuse_chains, run_chains
-from .pending import ShapeOnly, arrays_of, read
+from .fusion import FusedGroup, fuse_chains, run_chains
+from .pending import ShapeOnly, arrays_of, read, row_index
+from .units import note_fused, note_unit
 
 
 def run_ops(needed: list) -> None:
@@ -43,10 +46,16 @@ def run_ops(needed: list) -> None:
 
 def run_one(op) -> None:
     """Run one LazyOp's kernel on its inputs' values; it keeps its results, drops its inputs."""
-    if op.plan is None:     # a gradient Accumulation: array adds, no kernel
+    plan = op.plan
+    if plan is None:     # a gradient Accumulation or a fused chain: no kernel of a plan
+        if type(op) is FusedGroup:
+            note_fused([op])
         op.run()
         return
-    op.results = invoke(op.plan, arrays_of(op), op.wants, op.names)
+    arrays = arrays_of(op)
+    op.results = invoke(plan, arrays, op.wants, op.names)
+    if plan.requires_grad:
+        note_unit([op], None, arrays, op.results)
     op.args = None
 
 
@@ -95,7 +104,7 @@ class Agenda:
             elif rule[2]:
                 sig = _shared_signature(op, rule)
             else:
-                sig = plan
+                sig = rule[3]
             op.sig = sig
             left[sig] = left.get(sig, 0) + 1
         first = [op for op in needed if not op.waiting]
@@ -129,6 +138,7 @@ class Agenda:
                     group.sort(key=_record_order)
                     if group[0].plan is None:
                         if group[0].kind[0] == "fused":
+                            note_fused(group)
                             run_chains(group)
                         else:
                             run_accumulations(group)
@@ -173,13 +183,13 @@ def signature(op):
     rule = rule_of(op) if op.plan is not None else None
     if rule is None:
         return op
-    return _shared_signature(op, rule) if rule[2] else op.plan
+    return _shared_signature(op, rule) if rule[2] else rule[3]
 
 
 def _shared_signature(op, rule) -> tuple:
-    _, sums, shared = rule
+    _, sums, shared, key = rule
     args = op.args
-    sig = (op.plan, *[_identity(args[slot]) for slot in shared])
+    sig = (key, *[_identity(args[slot]) for slot in shared])
     if sums:    # a summed output's parts must all go to one variable
         dests = op.dests
         sig += tuple(dests[n] for n in sums)
@@ -201,7 +211,7 @@ def _identity(a):
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
-    ins, sums, _ = rule
+    ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)
     concatenate = first.plan.place.array_module().concatenate
@@ -228,13 +238,59 @@ def run_batch(ops: list, rule) -> None:
                                 for i, g in enumerate(given)]
         else:
             arrays[slot] = _column(ops, slot, concatenate, -1)
-    _hand_out(ops, tuple(invoke(first.plan, arrays, first.wants, None)), sums)
+    plan = first.plan
+    if STACK in ins.values():   # (reductions over axis 0: one more axis in front)
+        column = arrays["X"]
+        arrays["X"] = column.reshape((n, column.shape[0] // n) + column.shape[1:])
+        plan = stacked_plan(plan, n, column.ndim)
+        result = invoke(plan, arrays, None, None)
+        note_unit(ops, ins, arrays, result, None, plan)
+        _hand_out(ops, result, sums, None, True)
+        return
+    result = tuple(invoke(plan, arrays, first.wants, None))
+    offsets = _offsets(ops)
+    note_unit(ops, ins, arrays, result, offsets)
+    _hand_out(ops, result, sums, offsets)
 
 
-def _hand_out(ops: list, result: tuple, sums: tuple) -> None:
-    """Give each op of a batch the batch's whole ``result`` and its row in it; it drops its
-    inputs."""
-    batch = (len(ops), sums)
+def _offsets(ops: list):
+    """Where each op's rows start in a batch's outputs (and where the last ends), or None when
+    every op has the same plan and so the same number of rows: ops whose inputs differ only in
+    the batch axis batch together (``batch_rules.rule_of``'s key)."""
+    plan = ops[0].plan
+    for op in ops:
+        if op.plan is not plan:
+            break
+    else:
+        return None
+    offsets = [0]
+    total = 0
+    for op in ops:
+        total += _rows_per_op(op.plan)
+        offsets.append(total)
+    return offsets
+
+
+_rows: dict = {}
+
+
+def _rows_per_op(plan) -> int:
+    """The batch-axis size of ``plan``'s outputs (every output of a batched op has its
+    concatenated inputs' rows)."""
+    rows = _rows.get(plan)
+    if rows is None:
+        if len(_rows) >= 4096:
+            _rows.clear()
+        rows = _rows[plan] = next(spec[0][0][0] for _, _, spec, _ in plan.outputs
+                                  if spec and spec[0][0])
+    return rows
+
+
+def _hand_out(ops: list, result: tuple, sums: tuple, offsets=None, stacked=False) -> None:
+    """Give each op of a batch the batch's whole ``result`` and its row in it (its rows start
+    at ``offsets`` where they differ in number; ``stacked``: its place on a new axis 0); it
+    drops its inputs."""
+    batch = (len(ops), sums, offsets, stacked)
     row = 0
     for op in ops:
         op.results = result
@@ -267,7 +323,7 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
     from that batch's whole output at once, and nothing is concatenated when one such run
     covers all of it: the output itself (in row order), a slice, or one fancy index."""
     pieces = []
-    rows = whole = k = j = size = None
+    rows = whole = k = j = batch = None
     for op in ops:
         a = op.args[slot] if index < 0 else op.args[slot][index]
         if type(a) is tuple:
@@ -276,10 +332,10 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
                 rows.append(d.row)
                 continue
             if rows is not None:
-                pieces.append(_rows_of(whole, k, j, size, rows))
+                pieces.append(_rows_of(whole, k, j, batch, rows))
             batch = d.batch
             if batch is not None and a[1] not in batch[1]:
-                whole, k, j, size, rows = d.results, a[1], a[2], batch[0], [d.row]
+                whole, k, j, rows = d.results, a[1], a[2], [d.row]
                 continue
             rows = whole = None
             value = read(a)
@@ -288,11 +344,11 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
             pieces.append(value)
         else:
             if rows is not None:
-                pieces.append(_rows_of(whole, k, j, size, rows))
+                pieces.append(_rows_of(whole, k, j, batch, rows))
                 rows = whole = None
             pieces.append(a)
     if rows is not None:
-        pieces.append(_rows_of(whole, k, j, size, rows))
+        pieces.append(_rows_of(whole, k, j, batch, rows))
     return pieces[0] if len(pieces) == 1 else concatenate(pieces)
 
 
@@ -311,16 +367,28 @@ def _gathered_reads(ops: list, slot: str, concatenate, index: int):
 _in_order: dict = {}
 
 
-def _rows_of(whole: tuple, k: int, j: int, size: int, rows: list):
-    """Rows ``rows`` (op places in its batch of ``size``) of a batch's output ``k`` (index
-    ``j`` of it if it is a list), in that order."""
+def _rows_of(whole: tuple, k: int, j: int, batch: tuple, rows: list):
+    """Rows ``rows`` (op places in ``batch``, ``(size, sums, offsets, stacked)`` of
+    ``LazyOp.batch``) of a batch's output ``k`` (index ``j`` of it if it is a list), in that
+    order, concatenated along axis 0."""
     value = whole[k] if j < 0 else whole[k][j]
+    size, _, offsets, stacked = batch
     in_order = _in_order.get(size)
     if in_order is None:
         in_order = _in_order[size] = list(range(size))
     count = len(rows)
+    if stacked:     # (each op's value is a block along the new axis 0)
+        first = rows[0]
+        value = value if count == size and rows == in_order else \
+            value[first:first + count] if rows == in_order[first:first + count] else value[rows]
+        return value.reshape((-1,) + value.shape[2:])
     if count == size and rows == in_order:
         return value
+    if offsets is not None:
+        first = rows[0]
+        if rows == in_order[first:first + count]:
+            return value[offsets[first]:offsets[first + count]]
+        return value[row_index(offsets, rows)]
     shape = value.shape
     per_op = shape[0] // size
     first = rows[0]

@@ -1,6 +1,8 @@
-"""Backward on a tape that recorded lazy ops: the grad ops are deferred too, so that one
-execution runs the forward ops the gradients need and the grad ops, batched by the agenda
-(``tape.batching``) as forward ops are.
+"""Backward on a tape that recorded lazy ops. With batching on and every record of the tape
+lazy, it runs unit by unit over the forward batches (``tape.batched_backward``). Otherwise (an
+eager record on the tape, batching off, which stays bit for bit eager) the grad ops are
+deferred too, so that one execution runs the forward ops the gradients need and the grad ops,
+batched by the agenda (``tape.batching``) as forward ops are: this module's per-op path.
 
 The walk is eager backward's (``tape.backward``): the tape in reverse, each handle's prepared
 grad steps, the same bindings. Where eager backward invokes a grad step, this one makes a
@@ -17,7 +19,9 @@ from __future__ import annotations
 import itertools
 
 from . import dtypes
+from . import flags as _flags
 from .backward import _counts, argument_lines, gradient_target_lines, prepare
+from .batched_backward import run_batched_backward
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -59,11 +63,20 @@ class Accumulation(LazyOp):
         self.args = None
 
 
-def run_lazy_backward(ops: list, loss) -> None:
-    """Backward of ``loss`` over ``ops`` (a spent tape's handles, lazy ones among them): grad
-    ops deferred, then the leaves' gradients computed in one execution."""
+def run_lazy_backward(ops: list, loss, records) -> None:
+    """Backward of ``loss`` over ``ops`` (a spent tape's handles, lazy ones among them;
+    ``records``, the tape's ``deferred``, says where each lazy one ran): with batching on and
+    every record lazy, unit by unit over the forward batches (``tape.batched_backward``); else
+    grad ops deferred, then the leaves' gradients computed in one execution."""
     with collector_paused():
-        _run(ops, loss)
+        try:
+            if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
+                    and run_batched_backward(ops, records, loss):
+                return
+            _run(ops, loss)
+        finally:
+            if records:
+                records.clear()     # (the tape's: what its units kept goes with them)
 
 
 def _run(ops: list, loss) -> None:

@@ -14,13 +14,16 @@ ops they depend on, then those ops in an order the scheduler picks (``tape.batch
 may run several as one kernel call). An op that ran keeps its results (``results``) and drops
 its ``args``; a Variable that reads its value keeps it and drops its ref, so a value lives as
 long as a Variable or a pending op that reads it, as in eager mode. Nothing holds a LazyOp but
-the Variables and ops that wait for it: one nobody can ask for is freed unrun.
+the Variables and ops that wait for it: one nobody can ask for is freed unrun. (What backward
+needs of an op that ran, its tape holds: ``tape.units``.)
 """
 from __future__ import annotations
 
 import contextlib
 import gc
 import itertools
+
+import numpy as np
 
 from . import flags as _flags
 from .backward import shape_only
@@ -37,9 +40,12 @@ class LazyOp:
     batch, and ``read`` cuts its part out when asked (most parts are never cut: a later batch
     takes their rows from the whole at once, ``tape.batching``)."""
 
-    # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it
+    # ``sig``, ``waiting`` and ``users``: the scheduler's, while an execution runs it;
+    # ``unit``: a weak reference to the kernel call it ran in, as backward sees it
+    # (``tape.batched_backward``);
+    # ``record``: ``(list, index)``, where the unit goes for its tape's backward
     __slots__ = ("plan", "args", "results", "order", "names", "sig", "waiting", "users",
-                 "batch", "row")
+                 "batch", "row", "unit", "record")
     wants = None        # the output slots to compute (None: all); a grad op names them
     shapes = None       # {(slot index, index): shape} of outputs its plan has no specs for
     dests = None        # per output slot, where a grad op's outputs go (tape.lazy_backward)
@@ -49,6 +55,7 @@ class LazyOp:
         self.args = args
         self.results = None
         self.batch = None
+        self.unit = self.record = None
         self.users = None
         self.order = next(_order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
@@ -82,14 +89,39 @@ def defer(plan, args: dict, produced: dict, tape) -> dict:
     if _flags.checking:
         names = {slot: [v.name for v in vs] for slot, vs in produced.items()}
     op = LazyOp(plan, args, names)
-    for n, (slot, duplicable, _, _) in enumerate(plan.outputs):
-        vs = produced.get(slot)
-        if vs:
-            for j, v in enumerate(vs):
-                v._lazy = (op, n, j if duplicable else -1)
+    layout = _layouts.get(plan)
+    if layout is None:
+        layout = _layout(plan)
+    for n, slot, duplicable in layout:
+        if duplicable:
+            for j, v in enumerate(produced[slot]):
+                v._lazy = (op, n, j)
+        else:
+            produced[slot][0]._lazy = (op, n, -1)
     if tape is not None:
-        tape.deferred = True    # its backward defers the grad ops too (tape.lazy_backward)
+        # its handle is the tape's last; the tape's list of lazy records, parallel to its
+        # handles, gets ``(unit, row)`` when the op runs (a slot, not the op: holding the op
+        # would keep what it no longer needs alive, and count as a reader to tape.fusion)
+        deferred = tape.deferred
+        if deferred is False:
+            deferred = tape.deferred = []
+        op.record = (deferred, len(deferred))
+        deferred.append(None)
     return produced
+
+
+_layouts: dict = {}
+
+
+def _layout(plan) -> tuple:
+    """``((output slot index, slot, duplicable), ...)`` of the output slots of ``plan`` that
+    make Variables (``runner.make_outputs`` makes every slot with a spec)."""
+    if len(_layouts) >= 4096:
+        _layouts.clear()
+    layout = _layouts[plan] = tuple((n, slot, duplicable)
+                                    for n, (slot, duplicable, spec, _) in enumerate(plan.outputs)
+                                    if spec)
+    return layout
 
 
 def pending_ref(info, name: str, v):
@@ -98,9 +130,10 @@ def pending_ref(info, name: str, v):
     ref = getattr(v, "_lazy", None)     # (a slot eager Variables never set)
     if ref is None:
         raise no_value(info, name, v.desc)
-    op, n, j = ref
-    if op.results is not None:          # ran already: read the value as an eager op would
-        return settle(v)
+    if ref[0].results is not None:      # ran already: read the value as an eager op would
+        value = v._value = read(ref)
+        v._lazy = None
+        return value
     return ref
 
 
@@ -151,7 +184,7 @@ def part_of(op, result, n: int, j: int):
     sum for the batch's first op and None for the others."""
     if result is None:
         return None
-    size, sums = op.batch
+    size, sums, offsets, stacked = op.batch
     row = op.row
     if n in sums:
         if row:
@@ -160,8 +193,18 @@ def part_of(op, result, n: int, j: int):
     value = result if j < 0 else result[j]
     if value is None:
         return None
+    if offsets is not None:
+        return value[offsets[row]:offsets[row + 1]]
+    if stacked:
+        return value[row, ...]      # (a 0-D view where each op's value is 0-D)
     rows = value.shape[0] // size
     return value[row * rows:(row + 1) * rows]
+
+
+def row_index(offsets: list, rows: list):
+    """The indices along axis 0 of op places ``rows`` of a batch whose ops' rows start at
+    ``offsets``."""
+    return np.concatenate([np.arange(offsets[r], offsets[r + 1]) for r in rows])
 
 
 def compute(refs: list) -> list:

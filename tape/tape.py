@@ -74,7 +74,7 @@ class Tape:
         self._ops: list[OpHandle] = []
         self._spent = False
         self.tracing = tracing
-        self.deferred = False   # whether it recorded lazy ops (LazyTape)
+        self.deferred = False   # per lazy record, where its op ran (else False: none)
 
     @property
     def lazy(self) -> bool:
@@ -138,7 +138,7 @@ class Tape:
         tape_spent(self.serial)
         if self.deferred:   # lazy ops recorded: the grad ops are deferred and batched too
             from .lazy_backward import run_lazy_backward
-            run_lazy_backward(ops, loss)
+            run_lazy_backward(ops, loss, self.deferred)
         else:
             run_backward(ops, {loss.desc: loss.place.array_module().ones_like(loss._value)})
 

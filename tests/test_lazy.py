@@ -206,6 +206,22 @@ def test_backward_keeps_a_computed_value_only_while_it_needs_it():
     assert h_ref() is None and array_ref() is None
 
 
+def test_a_kept_result_does_not_keep_what_only_backward_needed():
+    """What a lazy op ran on is kept for backward by its tape, not by the Variables it
+    made: once the tape is gone, a result the user keeps holds only its own value."""
+    x = param((50,))
+    with tape.lazy():
+        tape.reset_global_tape()
+        b = ops.exp(x)
+        c = ops.tanh(b)     # tanh's gradient reads only its output: b is not kept for it
+        ops.reduce_sum(c).value()   # runs c's op; c still refers to it
+        b_ref = weakref.ref(b.value())
+        del b
+        tape.reset_global_tape()
+        gc.collect()
+    assert b_ref() is None and c.value().shape == (50,)
+
+
 def test_ops_nobody_can_ask_for_are_freed_unrun(kernel_calls):
     x = ops.scale(constant((1000,)), scale=2.0)     # eager: an array only x holds
     array_ref = weakref.ref(x.value())

@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batching, ops
+from tape import Variable, batched_backward, batching, ops
 
 
 @pytest.fixture
@@ -58,6 +58,15 @@ def run_lazily(build, params):
     return value, [p.grad.numpy() for p in params]
 
 
+def assert_unbatched_equal_bit_for_bit(build, params, batched) -> None:
+    """``build`` run unbatched gives ``batched``'s loss value and gradients bit for bit."""
+    with batching_off():
+        unbatched = run_lazily(build, params)
+    np.testing.assert_array_equal(batched[0], unbatched[0])
+    for a, b in zip(batched[1], unbatched[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
     rng = np.random.default_rng(0)
     xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
@@ -71,27 +80,27 @@ def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
     assert calls.count("tanh") == 1 and calls.count("elementwise_mul") == 1
     assert calls.count("tanh_grad") == 1 and calls.count("elementwise_mul_grad") == 1
     kernel_calls.clear()
-    with batching_off():
-        unbatched = run_lazily(build, xs)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
     assert [t for t, _ in kernel_calls].count("tanh") == 6
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1]):
-        np.testing.assert_array_equal(a, b)
 
 
-def test_a_shared_weight_is_passed_once_and_its_gradient_summed(kernel_calls):
+@pytest.mark.parametrize("rows", [(1,) * 8, (1, 3, 1, 2)])
+def test_a_shared_weight_is_passed_once_and_its_gradient_summed(rows, kernel_calls):
+    """Also where the inputs differ in batch size: the signature is the plan apart from the
+    batch axis, so mul on (1, 5) and (3, 5) inputs with one weight is one product."""
     rng = np.random.default_rng(1)
     w = Variable(floats(rng, (5, 3)), stop_gradient=False)
     b = Variable(floats(rng, (3,)), stop_gradient=False)
-    xs = [Variable(floats(rng, (1, 5)), stop_gradient=False) for _ in range(8)]
+    xs = [Variable(floats(rng, (n, 5)), stop_gradient=False) for n in rows]
 
     def build():
         hs = [ops.elementwise_add(ops.mul(x, w), b) for x in xs]
-        return ops.reduce_sum(ops.concat([ops.tanh(h) for h in hs], axis=0))
+        return ops.reduce_sum(ops.concat([ops.tanh(h) for h in hs[::-1]], axis=0))
     params = [w, b, *xs]
     batched = run_lazily(build, params)
     muls = [arrays for t, arrays in kernel_calls if t == "mul"]
-    assert len(muls) == 1 and muls[0]["X"].shape == (8, 5) and muls[0]["Y"] is w.value()
+    assert len(muls) == 1 and muls[0]["X"].shape == (sum(rows), 5) and \
+        muls[0]["Y"] is w.value()
     assert [t for t, _ in kernel_calls].count("mul_grad") == 1
     with batching_off():
         unbatched = run_lazily(build, params)
@@ -158,6 +167,91 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
 
 
+def test_ops_differing_only_in_batch_axis_size_batch_together(kernel_calls):
+    """Inputs of 1, 3, 2 and 1 rows: one call per op; later batches read their rows whole,
+    as a slice and out of order; forward and gradients bit for bit unbatched."""
+    rng = np.random.default_rng(9)
+    xs = [Variable(floats(rng, (n, 5)), stop_gradient=False) for n in (1, 3, 2, 1)]
+
+    def build():
+        ys = [ops.tanh(x) for x in xs]
+        backwards = [ops.exp(ys[i]) for i in (3, 0, 2)]
+        middle = [ops.sigmoid(ys[i]) for i in (1, 2)]
+        every = [ops.scale(y, scale=3.0) for y in ys]
+        return ops.reduce_sum(ops.concat(backwards + middle + every, axis=0))
+    batched = run_lazily(build, xs)
+    calls = [(t, arrays.get("X", arrays.get("Out@GRAD")).shape) for t, arrays in kernel_calls
+             if t in ("tanh", "exp", "sigmoid", "scale", "tanh_grad", "exp_grad")]
+    assert sorted(calls) == [("exp", (4, 5)), ("exp_grad", (4, 5)), ("scale", (7, 5)),
+                             ("scale", (7, 5)),     # (and scale's gradient, a scale)
+                             ("sigmoid", (5, 5)), ("tanh", (7, 5)), ("tanh_grad", (7, 5))]
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
+
+
+def test_reductions_over_axis_0_and_everything_batch(kernel_calls):
+    """The mean of each sample's loss, and reductions over axis 0 or every axis (with and
+    without keep_dim): each kind runs once on its inputs stacked along a new axis, its grad
+    too, and later batches read the stacked results."""
+    rng = np.random.default_rng(11)
+    xs = [Variable(floats(rng, (3, 4)), stop_gradient=False) for _ in range(5)]
+
+    def build():
+        terms = []
+        for x in xs:
+            h = ops.tanh(x)
+            terms.append(ops.mean(h))
+            terms.append(ops.reduce_sum(ops.exp(ops.reduce_sum(h, dim=[0])), reduce_all=True))
+            terms.append(ops.reduce_mean(ops.reduce_max(h * x, dim=[0, -1], keep_dim=True)))
+            terms.append(ops.reduce_min(ops.scale(h, scale=2.0), dim=[], keep_dim=True))
+        return ops.scale(ops.sum([ops.reshape2(t, shape=[1]) for t in terms]), scale=0.5)
+    batched = run_lazily(build, xs)
+    calls = [(t, arrays.get("X", arrays.get("Out@GRAD")).shape) for t, arrays in kernel_calls
+             if t.startswith(("reduce", "mean", "exp"))]
+    assert sorted(calls) == sorted([
+        ("reduce_mean", (5, 3, 4)), ("reduce_mean_grad", (5, 3, 4)),     # the 5 means
+        ("reduce_sum", (5, 3, 4)), ("reduce_sum_grad", (5, 3, 4)),       # over axis 0
+        ("exp", (20,)), ("exp_grad", (20,)),                             # read stacked rows
+        ("reduce_sum", (5, 4)), ("reduce_sum_grad", (5, 4)),             # reduce_all
+        ("reduce_max", (5, 3, 4)), ("reduce_max_grad", (5, 3, 4)),
+        ("reduce_mean", (5, 1, 1)), ("reduce_mean_grad", (5, 1, 1)),
+        ("reduce_min", (5, 3, 4)), ("reduce_min_grad", (5, 3, 4))]), calls
+    with batching_off():
+        unbatched = run_lazily(build, xs)
+    assert not any(t == "reduce_mean" and arrays["X"].shape == (5, 3, 4)
+                   for t, arrays in kernel_calls[len(calls):])
+    np.testing.assert_allclose(batched[0], unbatched[0], rtol=1e-6)
+    for a, e in zip(batched[1], unbatched[1], strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
+
+
+def test_a_batch_of_ops_of_two_tapes_gives_each_backward_its_own_rows(kernel_calls):
+    """Pending ops of an earlier tape run in one batch with the current tape's: backward of
+    the current tape's loss reaches only its own ops' inputs."""
+    rng = np.random.default_rng(12)
+    w = Variable(floats(rng, (4, 3)), stop_gradient=False)
+    x1, x2 = (Variable(floats(rng, (2, 4)), stop_gradient=False) for _ in range(2))
+    with tape.lazy():
+        tape.reset_global_tape()
+        earlier = ops.tanh(ops.mul(x1, w))
+        tape.reset_global_tape()
+        loss = ops.reduce_sum(ops.tanh(ops.mul(x2, w)) * 2.0)
+        tape.compute(earlier, loss)
+        loss.backward()
+    assert [(t, arrays["X"].shape) for t, arrays in kernel_calls
+            if t in ("mul", "tanh")] == [("mul", (4, 4)), ("tanh", (4, 3))]
+    assert x1.grad is None
+    expected_x2, expected_w = _eager_gradients(x2, w)
+    np.testing.assert_allclose(x2.grad.numpy(), expected_x2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), expected_w, rtol=1e-5, atol=1e-6)
+
+
+def _eager_gradients(x, w):
+    tape.reset_global_tape()
+    xe, we = (Variable(v.value(), stop_gradient=False) for v in (x, w))
+    ops.reduce_sum(ops.tanh(ops.mul(xe, we)) * 2.0).backward()
+    return xe.grad.numpy(), we.grad.numpy()
+
+
 # ---- Tree-LSTM over 16 trees ----
 
 def _benchmark_models():
@@ -215,7 +309,11 @@ def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
         np.testing.assert_array_equal(a, b)
 
 
-def test_gradient_accumulations_batch_bit_for_bit(kernel_calls, monkeypatch):
+def test_gradient_accumulations_of_the_per_op_path_batch_bit_for_bit(kernel_calls,
+                                                                     monkeypatch):
+    """The per-op path (a graph too small to go by units, here by raising the bar) defers
+    each grad op; a variable's gradient parts are summed by Accumulations, which batch."""
+    monkeypatch.setattr(batched_backward, "_SAMPLES", 10 ** 9)
     rng = np.random.default_rng(8)
     xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
     groups = []
@@ -230,8 +328,21 @@ def test_gradient_accumulations_batch_bit_for_bit(kernel_calls, monkeypatch):
         return ops.reduce_sum(ops.concat([ops.tanh(x) * x + ops.exp(x) for x in xs], axis=0))
     batched = run_lazily(build, xs)
     assert groups == [6]
-    with batching_off():
-        unbatched = run_lazily(build, xs)
-    np.testing.assert_array_equal(batched[0], unbatched[0])
-    for a, b in zip(batched[1], unbatched[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
+
+
+def test_gradient_parts_from_batches_sum_bit_for_bit(kernel_calls):
+    """Each x is read by three batches: its gradient is three parts, each a run of rows of
+    a batch's input gradient, added as eager backward adds them; one grad call per forward
+    batch."""
+    rng = np.random.default_rng(8)
+    xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
+
+    def build():
+        return ops.reduce_sum(ops.concat([ops.tanh(x) * x + ops.exp(x) for x in xs], axis=0))
+    batched = run_lazily(build, xs)
+    calls = [t for t, _ in kernel_calls]
+    assert calls == ["tanh", "elementwise_mul", "exp", "elementwise_add", "concat",
+                     "reduce_sum", "reduce_sum_grad", "concat_grad", "elementwise_add_grad",
+                     "exp_grad", "elementwise_mul_grad", "tanh_grad"], calls
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)

@@ -1,0 +1,481 @@
+"""Backward of a lazy tape at the level of the forward batches: one grad call per batch.
+
+When a lazy tape's forward ops ran batched (``tape.batching``), each kernel call is a *Unit*
+(``tape.units``):
+the ops it ran (rows ``0..size-1``), the arrays it was given (a batch's inputs concatenated
+along axis 0, shared ones once), its whole results, and, per input that wants a gradient,
+where its rows came from (*sources*: runs of rows of an earlier unit's output, or an array
+given to one op). Backward then walks the units in reverse order of execution and runs each
+prepared grad step of the unit's plan once, on the unit's arrays and its output gradients,
+which are whole-batch arrays too: the gradient of a batch of ``n`` ops is one call over the
+batch's rows, and the gradient of an input the batch shares is summed by that call, as a
+batch rule (``tape.batch_rules``) promises. The rows of an input gradient are added into the
+gradient arrays of the units that produced them, a run of rows at a time; an array given to
+one op (a leaf, a value computed before the op was recorded) gets its rows by the op's handle,
+as eager backward files a gradient by VarDesc.
+
+So backward costs per batch, not per op: no grad op is deferred, scheduled or re-batched, and
+no gradient is gathered from rows scattered over other batches. Gradients equal eager ones
+within float32 rounding: a batch's grad is one product over all rows where eager Tape makes
+one per op, and a variable's gradient parts are added in the order backward reaches them.
+
+Used for a tape whose every record is lazy and whose forward ops batch (``_SAMPLES``), with
+batching on; anything else (one sample's graph, whose grad ops fuse with its forward ops when
+deferred; an eager record on the tape; a grad step that reads an input's gradient; batching
+off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s per-op deferral.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .backward import _counts, prepare, shape_only
+from .batch_rules import SHARED
+from .desc import GRAD_SUFFIX
+from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
+from .pending import collector_paused, prune, read, row_index
+from .variable import Variable
+
+
+def run_batched_backward(handles: list, records: list, loss) -> bool:
+    """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
+    ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
+    gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
+    False, having changed nothing but computing the loss, where it does not apply."""
+    from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
+    if not _forward_batches(loss, batching):
+        return False
+    seed = _seed(handles, records, loss)
+    if seed is None:
+        return False
+    units = []
+    try:
+        for h, record in zip(handles, records):
+            if record is None:
+                continue
+            unit, row = record
+            hs = unit.handles
+            if hs is None:
+                if unit.sources is None:
+                    return False
+                hs = unit.handles = [None] * unit.size
+                units.append(unit)
+            hs[row] = h
+        if len(units) * 2 > len(handles):
+            return False    # (a loss computed before, by ops that did not batch)
+        for unit in units:
+            if not _applies(unit):
+                return False
+        handles.clear()     # (each unit's handles go with it: values are freed as it is done)
+        records.clear()
+        units.sort(key=_by_stamp, reverse=True)
+        unit, k, j, row = seed
+        d = loss.desc
+        _add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
+                                                                    dtypes.to_numpy(d.dtype)))
+        leaves, leaf_grads, other = {}, {}, {}
+        invoke = batching.invoke
+        for unit in units:
+            if other:
+                _take_filed(unit, other)
+            if unit.grads is not None:
+                _unit_backward(unit, leaves, leaf_grads, other, invoke)
+            unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+        units = ()
+    finally:
+        for unit in units:  # (left by a return or an error: nothing may hold the handles)
+            _release(unit)
+    for d, leaf in leaves.items():
+        g = leaf_grads[d][0]
+        total = g if leaf.grad is None else leaf.grad._value + g
+        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+    return True
+
+
+# How many of the ops ready first must share a signature for backward to go by units: the
+# samples of a batch of them (16 trees' leaves, 16 sequences' first steps). One sample's graph
+# may hold two or three alike (``c + 3.0`` written twice), too few for batching to pay back
+# what the per-op path saves there: its grad ops, deferred, fuse with the forward ops they read
+# into one loop (``tape.fusion``).
+_SAMPLES = 4
+
+
+def _forward_batches(loss, batching) -> bool:
+    """Compute the loss, if it is pending, when its forward ops batch: ``_SAMPLES`` of the ops
+    ready first share a signature. False, having run nothing, otherwise."""
+    ref = loss._lazy
+    if ref is None or loss._value is not None:
+        return True
+    with collector_paused():
+        needed = prune([ref[0]])
+        counts = {}
+        for op in needed:
+            if not op.waiting and op.plan is not None:
+                sig = batching.signature(op)
+                if sig is not op:
+                    count = counts.get(sig, 0) + 1
+                    if count >= _SAMPLES:
+                        break
+                    counts[sig] = count
+        else:
+            for op in needed:   # (unmarked: the per-op path walks again)
+                op.users = None
+            return False
+        try:
+            batching.run_ops(needed)
+        except BaseException:
+            for op in needed:
+                op.users = None
+            raise
+    loss._value = read(ref)
+    loss._lazy = None
+    return True
+
+
+def _by_stamp(unit) -> int:
+    return unit.stamp
+
+
+def _release(unit) -> None:
+    unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+
+
+def _seed(handles: list, records: list, loss):
+    """``(unit, output slot index, index, row)`` of the loss, from the last handle that
+    produced it; None if no lazy op with a unit did."""
+    d = loss.desc
+    for h, record in zip(reversed(handles), reversed(records)):
+        for slot, entries in h.outputs.items():
+            for j, e in enumerate(entries):
+                if (e.desc if type(e) is Variable else e) is d:
+                    if record is None:
+                        return None
+                    unit, row = record
+                    k = _output_index(unit.plan, slot)
+                    return unit, k, j if unit.plan.outputs[k][1] else -1, row
+    return None
+
+
+_supported_plans: dict = {}
+_BATCHABLE_READS = (FWD_IN, FWD_OUT, META_IN, META_OUT, OUT_GRAD, OPT_OUT_GRAD, TEMP)
+
+
+def _applies(unit) -> bool:
+    """Whether ``unit``'s backward can run as one: its plan's grad steps read only what a
+    unit has (``_steps_supported``); a unit without its arrays (fused chains) has a handle
+    for every op; an input the batch shares, given as an array, is one variable for every op
+    (its one summed gradient goes to one place)."""
+    hs = unit.handles
+    if unit.arrays is None and None in hs:
+        return False
+    ins = unit.ins
+    if not ins or unit.size == 1:
+        return _steps_supported(unit)
+    for (slot, i), pieces in unit.sources.items():
+        if ins.get(slot) == SHARED and pieces[0][0] is None:
+            first = None
+            for h in hs:
+                if h is not None:
+                    e = h.inputs[slot][i]
+                    e = e.desc if type(e) is Variable else e
+                    if first is None:
+                        first = e
+                    elif e is not first:
+                        return False
+    return _steps_supported(unit)
+
+
+def _steps_supported(unit) -> bool:
+    plan = unit.plan
+    ok = _supported_plans.get(plan)
+    if ok is None:
+        h = next(h for h in unit.handles if h is not None)
+        steps = plan.backward if plan.backward is not None else prepare(plan, _counts(h))
+        ok = all(kind in _BATCHABLE_READS for p in steps for _, _, bound in p.ins
+                 for kind, _, _ in bound)
+        if len(_supported_plans) >= 4096:
+            _supported_plans.clear()
+        _supported_plans[plan] = ok
+    return ok
+
+
+def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) -> None:
+    """Run the grad steps of ``unit`` on its arrays and output gradients, and file each input
+    gradient: rows into the units that produced them, or by variable."""
+    hs = unit.handles
+    h0 = hs[0] if hs[0] is not None else next(h for h in hs if h is not None)
+    plan = unit.plan
+    program = _programs.get(plan)
+    if program is None:
+        program = _program(plan, h0)
+    temps = {}
+    for p, ins, outs in program:
+        args = {}
+        for slot, duplicable, bound in ins:
+            if duplicable:
+                values = [_argument(unit, h0, *b, temps) for b in bound]
+                args[slot] = [v for v in values if v is not None]
+            else:
+                args[slot] = _argument(unit, h0, *bound[0], temps)
+        result = invoke(p.plan, args, p.wants, None)
+        for n, duplicable, targets in outs:
+            out = result[n]
+            if out is None:
+                continue
+            for j, kind, fslot, i in targets:
+                g = out[j] if duplicable else out
+                if g is None:
+                    continue
+                if kind == TEMP:
+                    temps[fslot] = g
+                else:
+                    _file(unit, fslot, i, g, leaves, leaf_grads, other)
+
+
+_programs: dict = {}
+
+
+def _program(plan, h0) -> tuple:
+    """Per grad step of ``plan``: ``(step, inputs, outputs)``, the bindings written for a
+    unit: inputs ``(slot, duplicable, ((kind, fslot, i, output index, index), ...))`` and the
+    wanted, kept outputs ``(n, duplicable, ((j, kind, fslot, i), ...))`` (made once per
+    plan)."""
+    steps = []
+    for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
+        ins = []
+        for slot, duplicable, bound in p.ins:
+            if bound:
+                ins.append((slot, duplicable, tuple(_resolved(plan, *b) for b in bound)))
+        outs = []
+        for n, (slot, duplicable, bound) in enumerate(p.outs):
+            if slot in p.wants:
+                targets = tuple((j, kind, fslot, i)
+                                for j, (kind, fslot, i, kept) in enumerate(bound) if kept)
+                if targets:
+                    outs.append((n, duplicable, targets))
+        steps.append((p, tuple(ins), tuple(outs)))
+    if len(_programs) >= 4096:
+        _programs.clear()
+    program = _programs[plan] = tuple(steps)
+    return program
+
+
+def _resolved(plan, kind: int, fslot: str, i: int) -> tuple:
+    """A binding with the forward output it names as ``(output index, index or -1)``."""
+    if kind in (OUT_GRAD, OPT_OUT_GRAD, FWD_OUT):
+        k = _output_index(plan, fslot)
+        return kind, fslot, i, k, i if plan.outputs[k][1] else -1
+    return kind, fslot, i, -1, -1
+
+
+def _output_index(plan, slot: str) -> int:
+    for k, (name, _, _, _) in enumerate(plan.outputs):
+        if name == slot:
+            return k
+    raise KeyError(slot)
+
+
+def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: dict):
+    """A grad step's input bound as ``(kind, fslot, i)`` (forward output ``k``, index ``j``,
+    where it names one), for the whole unit."""
+    if kind == OUT_GRAD or kind == OPT_OUT_GRAD:
+        entry = unit.grads.get((k, j))
+        if entry is not None:
+            return entry[0]
+        if kind == OPT_OUT_GRAD:
+            return None
+        shape, dtype = _whole_spec(unit, k, j)
+        return unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype))
+    if kind == FWD_IN:
+        arrays = unit.arrays
+        if arrays is not None:
+            a = arrays[fslot]
+            return a[i] if type(a) is list else a
+        return _joined(unit, [h.inputs[fslot][i] for h in unit.handles])
+    if kind == FWD_OUT:
+        results = unit.results
+        if results is not None:
+            a = results[k]
+            return a if j < 0 else a[j]
+        return _joined(unit, [h.outputs[fslot][i] for h in unit.handles])
+    if kind == TEMP:
+        return temps[fslot]
+    e = (h0.inputs if kind == META_IN else h0.outputs)[fslot][i]
+    d = e.desc if type(e) is Variable else e
+    shape = d.shape
+    if unit.size > 1 and not (kind == META_IN and unit.ins and unit.ins.get(fslot) == SHARED):
+        shape = (unit.size,) + tuple(shape) if unit.stacked else \
+            (_total_rows(unit, shape[0]),) + tuple(shape[1:])
+    return shape_only(tuple(shape), d.dtype)
+
+
+def _total_rows(unit, rows_per_op: int) -> int:
+    offsets = unit.offsets
+    return rows_per_op * unit.size if offsets is None else offsets[-1]
+
+
+def _joined(unit, entries: list):
+    """The values of kept Variables ``entries`` (one per row), concatenated along axis 0."""
+    values = []
+    for e in entries:
+        v = e._value
+        if v is None:
+            v = read(e._lazy)
+        values.append(v)
+    if len(values) == 1:
+        return values[0]
+    return unit.plan.place.array_module().concatenate(values)
+
+
+def _whole_spec(unit, k: int, j: int) -> tuple:
+    """(shape, dtype) of the unit's whole output ``k`` (index ``j``): every op's rows."""
+    shape, dtype = unit.plan.outputs[k][2][max(j, 0)]
+    if unit.size > 1 and not unit.stacked:      # (a stacked plan's specs are whole)
+        shape = (_total_rows(unit, shape[0]),) + tuple(shape[1:])
+    return shape, dtype
+
+
+def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
+    summed gradient of a shared input) piece by piece."""
+    pieces = unit.sources[(fslot, i)]
+    size = unit.size
+    if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
+        piece = pieces[0]
+        if piece[0] is not None:
+            _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
+        else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
+            h = next(h for h in unit.handles if h is not None)
+            _file_by_variable(h.inputs[fslot][i], g, leaves, leaf_grads, other)
+        return
+    if len(pieces) == 1 and pieces[0][0] is not None:
+        piece = pieces[0]
+        _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
+        return
+    offsets = unit.offsets
+    if offsets is None:
+        per_op = g.shape[0] // size
+        offsets = range(0, per_op * (size + 1), per_op)
+    first = 0       # (the op place where the piece starts)
+    reached = unit.reached
+    for piece in pieces:
+        source = piece[0]
+        if source is not None:
+            rows = piece[3]
+            end = first + len(rows)
+            _add_rows(source, piece[1], piece[2], rows, g[offsets[first]:offsets[end]],
+                      unit.stacked)
+        else:
+            row = piece[1]
+            end = first + 1
+            h = unit.handles[row]   # (None: an op of the batch another tape recorded)
+            if row in reached and h is not None:
+                _file_by_variable(h.inputs[fslot][i], g[offsets[first]:offsets[end]], leaves,
+                                  leaf_grads, other)
+        first = end
+
+
+def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """Add ``g`` to the gradient of handle entry ``e``: a leaf's, or a value's that an earlier
+    execution computed (its unit takes it, ``_take_filed``)."""
+    d = e.desc if type(e) is Variable else e
+    if g.shape != d.shape:      # (a block of a stacked batch's gradient)
+        g = g.reshape(d.shape)
+    if type(e) is Variable and e._tape == 0:
+        leaves[d] = e
+        _add(leaf_grads, d, g)
+    else:
+        _add(other, d, g)
+
+
+def _add(table: dict, key, g) -> None:
+    """Add part ``g`` to ``table[key]`` (``[array, owned]``): the first part is kept as it is
+    (a kernel's output may be shared, so it is never written), the second makes a new sum,
+    which takes any further parts in place."""
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [g, False]
+    elif entry[1]:
+        total = entry[0]
+        total += g
+        entry[0] = total    # (a 0-d sum is a numpy scalar: += made a new one)
+    else:
+        entry[0] = entry[0] + g
+        entry[1] = True
+
+
+_in_order: dict = {}
+
+
+def _add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None:
+    """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
+    unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
+    batch's input gradient is), to the unit's gradient of that output."""
+    grads = unit.grads
+    if grads is None:
+        grads = unit.grads = {}
+        unit.reached = set(rows)
+    else:
+        unit.reached.update(rows)
+    key = (k, j)
+    size = unit.size
+    count = len(rows)
+    if size == 1:
+        if count > 1:   # (one value read by several ops of a batch: their parts, summed)
+            g = g.reshape((count, -1)).sum(axis=0)
+            reshape = True
+        if reshape:
+            g = g.reshape(_whole_spec(unit, k, j)[0])
+        _add(grads, key, g)
+        return
+    in_order = _in_order.get(size)
+    if in_order is None:
+        in_order = _in_order[size] = list(range(size))
+    entry = grads.get(key)
+    if count == size and rows == in_order:
+        if reshape or unit.stacked:
+            g = g.reshape(_whole_spec(unit, k, j)[0])
+        _add(grads, key, g)
+        return
+    if entry is None or not entry[1]:
+        shape, dtype = _whole_spec(unit, k, j)
+        total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \
+            if entry is None else entry[0].copy()
+        entry = grads[key] = [total, True]
+    total = entry[0]
+    first = rows[0]
+    offsets = unit.offsets
+    if offsets is not None:
+        if rows == in_order[first:first + count]:
+            total[offsets[first]:offsets[first + count]] += g
+        elif len(set(rows)) == count:
+            total[row_index(offsets, rows)] += g
+        else:
+            np.add.at(total, row_index(offsets, rows), g)
+        return
+    blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
+    g = g.reshape((count, -1))
+    if rows == in_order[first:first + count]:
+        blocks[first:first + count] += g
+    elif len(set(rows)) == count:
+        blocks[rows] += g
+    else:
+        np.add.at(blocks, rows, g)
+
+
+def _take_filed(unit, other: dict) -> None:
+    """Gradients filed by variable (``_file_by_variable``) for the outputs of ``unit``'s ops:
+    added into the unit's rows."""
+    for row, h in enumerate(unit.handles):
+        if h is None:
+            continue
+        for slot, entries in h.outputs.items():
+            for j, e in enumerate(entries):
+                d = e.desc if type(e) is Variable else e
+                entry = other.pop(d, None)
+                if entry is not None:
+                    k = _output_index(unit.plan, slot)
+                    if unit.grads is None:
+                        unit.grads = {}
+                        unit.reached = set()
+                    _add_rows(unit, k, j if unit.plan.outputs[k][1] else -1, [row], entry[0])

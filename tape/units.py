@@ -1,0 +1,134 @@
+"""Units: the kernel calls of a lazy execution, as batched backward (``tape.batched_backward``)
+sees them.
+
+When ``tape.batching`` runs ops (a batch, a lone op, the ops of fused chains), it notes each call
+here as a *Unit*: the ops it ran (rows), the arrays it was given, its whole results, and, for
+every input that wants a gradient, where its rows came from. Each op gets a weak reference to
+its unit and its row, and its tape's list of lazy records (``Tape.deferred``) gets ``(unit,
+row)`` in the op's place: the tape alone holds its units, so a Variable the user keeps after
+the tape is gone holds only its own value.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+from .batch_rules import SHARED
+from .pending import LazyOp
+
+_stamps = itertools.count()
+
+
+class Unit:
+    """One kernel call of a lazy execution, as backward sees it.
+
+    ``size`` ops of one ``plan`` ran in it (an op's ``unit`` and ``row`` say which and where;
+    ``offsets``, where each op's rows start, when the ops' plans differ in the batch axis;
+    ``stacked``: the ops' inputs and outputs are blocks along a new axis 0, and ``plan`` the
+    batch rule's ``stacked_plan``);
+    ``ins`` is the batch rule's ``{input slot: CAT or SHARED}`` (None: every input is
+    concatenated, as a unit of one op or a fused chain's); ``arrays`` the kernel's inputs and
+    ``results`` its outputs (None for the ops of fused chains, whose values backward reads
+    through their handles); ``sources`` ``{(input slot, index): pieces}`` for the inputs that
+    want a gradient, each piece ``(unit, output slot index, index or -1, [rows])`` for a run of
+    ops reading rows of an earlier unit's output, or ``(None, row)`` for an array given to op
+    ``row``; ``stamp`` its place in execution order. Backward fills ``handles`` (per row),
+    ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
+    ``reached`` (the rows some gradient reached), and clears them all as it is done."""
+
+    __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
+                 "stamp", "handles", "grads", "reached", "__weakref__")
+
+    def __init__(self, plan, size: int, ins, arrays, results, offsets=None, stacked=False):
+        self.plan = plan
+        self.size = size
+        self.offsets = offsets
+        self.stacked = stacked
+        self.ins = ins
+        self.arrays = arrays
+        self.results = results
+        self.sources = None
+        self.stamp = next(_stamps)
+        self.handles = self.grads = self.reached = None
+
+
+def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None) -> None:
+    """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
+    ``stacked_plan``, if not their own), and give each op its unit and row; only where a
+    gradient may flow back (the plan wants one)."""
+    first = ops[0]
+    plan = first.plan
+    if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
+        return
+    unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
+                stacked_plan is not None)
+    unit.sources = _sources(ops, plan, ins)
+    _place(ops, unit)
+
+
+def _place(ops: list, unit) -> None:
+    """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
+    it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
+    what only backward needed) and row, and file them where its tape's backward finds them."""
+    ref = weakref.ref(unit)
+    row = 0
+    for op in ops:
+        op.unit = ref
+        op.row = row
+        record = op.record
+        if record is not None:
+            records, index = record
+            if index < len(records):    # (else its tape's backward has run: none wants it)
+                records[index] = (unit, row)
+            op.record = None    # (a Variable holding the op must not hold its tape's units)
+        row += 1
+
+
+def note_fused(groups: list) -> None:
+    """Units for the forward ops of FusedGroups of one kind about to run as one loop: one per
+    member place and plan, in member order (an intermediate value the group keeps in registers
+    is never stored; nothing reads it)."""
+    for position in range(len(groups[0].members)):
+        by_plan = {}
+        for group in groups:
+            op = group.members[position]
+            if type(op) is LazyOp:      # (a grad op or an Accumulation: no unit)
+                by_plan.setdefault(op.plan, []).append(op)
+        for plan, ops in by_plan.items():
+            if plan.requires_grad:
+                unit = Unit(plan, len(ops), None, None, None)
+                unit.sources = _sources(ops, plan, None)
+                _place(ops, unit)
+
+
+def _sources(ops: list, plan, ins):
+    """``Unit.sources`` of ``ops`` (their ``args`` still hold refs); None if an input that wants
+    a gradient comes from an op that ran without a unit."""
+    sources = {}
+    args = ops[0].args
+    for slot, wants in plan.wants_grad.items():
+        for i, wanted in enumerate(wants):
+            if not wanted:
+                continue
+            listed = type(args[slot]) is list
+            chosen = ops[:1] if ins is not None and ins.get(slot) == SHARED else ops
+            pieces = []
+            last = None
+            for row, op in enumerate(chosen):
+                a = op.args[slot][i] if listed else op.args[slot]
+                if type(a) is tuple:
+                    d, k, j = a
+                    unit = d.unit
+                    unit = unit() if unit is not None else None
+                    if unit is None:
+                        return None
+                    if last is not None and last[0] is unit and last[1] == k and last[2] == j:
+                        last[3].append(d.row)
+                    else:
+                        last = (unit, k, j, [d.row])
+                        pieces.append(last)
+                else:
+                    last = None
+                    pieces.append((None, row))
+            sources[(slot, i)] = pieces
+    return sources
