@@ -308,25 +308,60 @@ def test_the_nan_check_names_a_lazy_op_when_its_value_is_computed():
         tape.set_flags({"FLAGS_check_nan_inf": False})
 
 
-def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded():
-    """An LSTM cell's zero state is fill_constant over the input's run-time shape (shape +
-    ShapeTensorList), so its output shape is known only from values: a lazy tape runs that op
-    at once, and backward through the cell equals eager."""
+def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded(kernel_calls):
+    """A zero state as a traced RNN makes it, fill_constant over the input's run-time shape
+    (shape + slice + a ShapeTensorList): its output shape is known only from values, so a lazy
+    tape runs that op (and what it reads) at once; the rest stays pending, and backward through
+    it equals eager."""
+    w = param((4, 8))
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+
+    def step():
+        tape.reset_global_tape()
+        h = ops.tanh(ops.matmul_v2(Variable(x), w))
+        size = ops.slice(ops.shape(h), axes=[0], starts=[0], ends=[1], decrease_axis=[0])
+        zeros = ops.fill_constant(ShapeTensorList=[size, ops.fill_any_like(size, value=8.0)],
+                                  shape=[-1, 8], dtype=tape.dtypes.FP32, value=0.0)
+        ran_at_record = list(kernel_calls), zeros.pending
+        ((h + zeros) * h).sum().backward()
+        grad = w.grad.numpy().copy()
+        w.grad = None
+        return zeros.shape, ran_at_record, grad
+
+    eager_shape, _, eager = step()
+    kernel_calls.clear()
+    with tape.lazy():
+        lazy_shape, ran_at_record, lazy = step()
+    assert lazy_shape == eager_shape == (3, 8)
+    computed, zeros_pending = ran_at_record    # fill_constant itself ran eagerly, uncounted
+    assert computed == ["matmul_v2", "tanh", "shape", "slice", "fill_any_like"]
+    assert not zeros_pending
+    np.testing.assert_array_equal(eager, lazy)
+
+
+def test_a_cell_without_a_state_records_its_zero_state_without_computing_its_input(
+        kernel_calls):
+    """Outside a trace the batch is known at record time: the zero state is one fill_constant
+    of that shape, and a lazy LSTM cell computes nothing until a value is asked for; results
+    equal eager's bit for bit."""
     cell = layers.LSTMCell(4, 8)
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
 
     def step():
         tape.reset_global_tape()
-        h, c = cell(Variable(x))
+        h, c = cell(ops.tanh(Variable(x)))
+        ran_at_record = list(kernel_calls)
         (h * c).sum().backward()
         grads = [p.grad.numpy().copy() for p in cell.params()]
         for p in cell.params():
             p.grad = None
-        return h.shape, grads
+        return h.shape, ran_at_record, grads
 
-    eager_shape, eager = step()
+    eager_shape, _, eager = step()
+    kernel_calls.clear()
     with tape.lazy():
-        lazy_shape, lazy = step()
+        lazy_shape, ran_at_record, lazy = step()
     assert lazy_shape == eager_shape == (3, 8)
+    assert ran_at_record == []
     for a, b in zip(eager, lazy):
         np.testing.assert_array_equal(a, b)
