@@ -308,6 +308,30 @@ def test_the_nan_check_names_a_lazy_op_when_its_value_is_computed():
         tape.set_flags({"FLAGS_check_nan_inf": False})
 
 
+def _eager_then_lazy(kernel_calls, forward, params):
+    """``forward()`` (one reset tape; returns ``(output, loss)``) eagerly, then lazily: per mode
+    the output's shape, what had run (and whether the output was pending) when recording
+    ended, and the params' gradients after backward."""
+    def step():
+        tape.reset_global_tape()
+        out, loss = forward()
+        at_record = list(kernel_calls), out.pending
+        loss.backward()
+        grads = [p.grad.numpy().copy() for p in params]
+        for p in params:
+            p.grad = None
+        return out.shape, at_record, grads
+
+    eager = step()
+    kernel_calls.clear()
+    with tape.lazy():
+        lazy = step()
+    for a, b in zip(eager[2], lazy[2]):
+        np.testing.assert_array_equal(a, b)
+    assert lazy[0] == eager[0]
+    return lazy[0], lazy[1]
+
+
 def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded(kernel_calls):
     """A zero state as a traced RNN makes it, fill_constant over the input's run-time shape
     (shape + slice + a ShapeTensorList): its output shape is known only from values, so a lazy
@@ -316,27 +340,18 @@ def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded(kernel_call
     w = param((4, 8))
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
 
-    def step():
-        tape.reset_global_tape()
+    def forward():
         h = ops.tanh(ops.matmul_v2(Variable(x), w))
         size = ops.slice(ops.shape(h), axes=[0], starts=[0], ends=[1], decrease_axis=[0])
         zeros = ops.fill_constant(ShapeTensorList=[size, ops.fill_any_like(size, value=8.0)],
                                   shape=[-1, 8], dtype=tape.dtypes.FP32, value=0.0)
-        ran_at_record = list(kernel_calls), zeros.pending
-        ((h + zeros) * h).sum().backward()
-        grad = w.grad.numpy().copy()
-        w.grad = None
-        return zeros.shape, ran_at_record, grad
+        return zeros, ((h + zeros) * h).sum()
 
-    eager_shape, _, eager = step()
-    kernel_calls.clear()
-    with tape.lazy():
-        lazy_shape, ran_at_record, lazy = step()
-    assert lazy_shape == eager_shape == (3, 8)
-    computed, zeros_pending = ran_at_record    # fill_constant itself ran eagerly, uncounted
+    shape, (computed, pending) = _eager_then_lazy(kernel_calls, forward, [w])
+    assert shape == (3, 8)
+    # fill_constant itself ran eagerly, uncounted; what it reads was computed for it
     assert computed == ["matmul_v2", "tanh", "shape", "slice", "fill_any_like"]
-    assert not zeros_pending
-    np.testing.assert_array_equal(eager, lazy)
+    assert not pending
 
 
 def test_a_cell_without_a_state_records_its_zero_state_without_computing_its_input(
@@ -347,21 +362,10 @@ def test_a_cell_without_a_state_records_its_zero_state_without_computing_its_inp
     cell = layers.LSTMCell(4, 8)
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
 
-    def step():
-        tape.reset_global_tape()
+    def forward():
         h, c = cell(ops.tanh(Variable(x)))
-        ran_at_record = list(kernel_calls)
-        (h * c).sum().backward()
-        grads = [p.grad.numpy().copy() for p in cell.params()]
-        for p in cell.params():
-            p.grad = None
-        return h.shape, ran_at_record, grads
+        return h, (h * c).sum()
 
-    eager_shape, _, eager = step()
-    kernel_calls.clear()
-    with tape.lazy():
-        lazy_shape, ran_at_record, lazy = step()
-    assert lazy_shape == eager_shape == (3, 8)
-    assert ran_at_record == []
-    for a, b in zip(eager, lazy):
-        np.testing.assert_array_equal(a, b)
+    shape, (computed, pending) = _eager_then_lazy(kernel_calls, forward, cell.params())
+    assert shape == (3, 8)
+    assert computed == [] and pending
