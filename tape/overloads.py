@@ -12,9 +12,9 @@ import numbers
 import numpy as np
 
 from . import dtypes, ops
+from .attr_signature import signature
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .attr_signature import signature
 from .tape import Tape, _local, get_global_tape
 from .variable import Variable, as_variable
 

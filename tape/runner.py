@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from . import flags as _flags
 from . import place as _places
-from .desc import DENSE_TENSOR, VarDesc
 from .attr_signature import is_exact, signature
+from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .place import CPU
