@@ -6,14 +6,15 @@ Variable's dtype, so ``x * 0.5`` stays float32 and ``np.ones(3) * x`` is recorde
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from . import dtypes, ops
+from .attr_signature import signature
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .runner import signature
 from .tape import Tape, _local, get_global_tape
 from .variable import Variable, as_variable
 
@@ -83,7 +84,8 @@ _SCALE = op_info("scale")
 def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
     """``scale * x + bias`` as one ``scale`` op: ``x * 2.0`` and ``x + 1.0`` are the commonest
     ops of all. Its attributes and their signature are made once per (scale, bias), both
-    always floats here."""
+    always floats here, and neither a zero taken from the caller's operand: -0.0 == 0.0 would
+    find the other zero's attributes (``_scale_signed`` takes those)."""
     attrs = _scale_attrs.get((scale, bias))
     if attrs is None:
         attrs = _scale_attrs_of(scale, bias)
@@ -98,52 +100,70 @@ def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
 _scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
 
 
-def _scale_attrs_of(scale: float, bias: float) -> tuple:
-    if len(_scale_attrs) >= 1024:
-        _scale_attrs.clear()
+def _scale_attrs_of(scale: float, bias: float, key=None) -> tuple:
+    """``(attributes, signature)`` of (scale, bias), remembered under ``key`` (default: the
+    two values) unless one is a NaN (a fresh NaN is a new key each time)."""
     attrs = {"scale": scale, "bias": bias}
-    made = _scale_attrs[scale, bias] = (attrs, signature(attrs))
+    made = (attrs, signature(attrs))
+    if scale == scale and bias == bias:
+        if len(_scale_attrs) >= 1024:
+            _scale_attrs.clear()
+        _scale_attrs[(scale, bias) if key is None else key] = made
     return made
 
 
-_add = _binary("elementwise_add", lambda x, c: _scale(x, bias=c))
-_sub = _binary("elementwise_sub", lambda x, c: _scale(x, bias=-c))
-_rsub = _binary("elementwise_sub", lambda x, c: _scale(x, scale=-1.0, bias=c), reflected=True)
-_mul = _binary("elementwise_mul", lambda x, c: _scale(x, scale=c))
-_truediv = _binary("elementwise_div", lambda x, c: _scale(x, scale=1.0 / c)
+def _scale_signed(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
+    """``_scale`` for values that may be a zero of either sign (the operand of the general
+    operators, a zero float): remembered under a key that holds the signs too."""
+    key = (scale, bias, math.copysign(1.0, scale), math.copysign(1.0, bias))
+    attrs = _scale_attrs.get(key)
+    if attrs is None:
+        attrs = _scale_attrs_of(scale, bias, key)
+    return _run(_SCALE, {"X": [x]}, attrs[0], attrs[1])
+
+
+_add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c))
+_sub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, bias=-c))
+_rsub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, scale=-1.0, bias=c),
+                reflected=True)
+_mul = _binary("elementwise_mul", lambda x, c: _scale_signed(x, scale=c))
+_truediv = _binary("elementwise_div", lambda x, c: _scale_signed(x, scale=1.0 / c)
                    if c else ops.elementwise_div(x, _operand(x, c)))
 
 
-# The commonest case, a float Variable and a Python float, written out: one call to ``_scale``
-# instead of the general operator's three (measured by benchmarks/instructions.py).
+# The commonest case, a float Variable and a non-zero Python float, written out: one call to
+# ``_scale`` instead of the general operator's three (measured by benchmarks/instructions.py).
+# A zero goes the general way, whose cache keeps its sign.
 
 def _add_float(self, other):
-    if type(other) is float and self.desc.dtype in _FLOATING:
+    if type(other) is float and other and self.desc.dtype in _FLOATING:
         return _scale(self, 1.0, other)
     return _add(self, other)
 
 
 def _sub_float(self, other):
-    if type(other) is float and self.desc.dtype in _FLOATING:
+    if type(other) is float and other and self.desc.dtype in _FLOATING:
         return _scale(self, 1.0, -other)
     return _sub(self, other)
 
 
 def _rsub_float(self, other):
-    if type(other) is float and self.desc.dtype in _FLOATING:
+    if type(other) is float and other and self.desc.dtype in _FLOATING:
         return _scale(self, -1.0, other)
     return _rsub(self, other)
 
 
 def _mul_float(self, other):
-    if type(other) is float and self.desc.dtype in _FLOATING:
+    if type(other) is float and other and self.desc.dtype in _FLOATING:
         return _scale(self, other, 0.0)
     return _mul(self, other)
 
 
 def _truediv_float(self, other):
     if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, 1.0 / other, 0.0)
+        scale = 1.0 / other
+        if scale:   # (a zero when other is infinite: the general way keeps its sign)
+            return _scale(self, scale, 0.0)
     return _truediv(self, other)
 
 

@@ -18,6 +18,7 @@ returns its outputs in output-slot order.
 from __future__ import annotations
 
 from . import dtypes
+from .attr_signature import signature
 from .desc import GRAD_SUFFIX, OpDesc, grad_name  # noqa: F401  (imported from here too)
 from .errors import InvalidArgumentError, NotFoundError
 from .kernel_binding import Kernel
@@ -176,22 +177,24 @@ class OpInfo:
     def checked_attrs(self, attrs):
         """``(check_attrs(attrs), a hashable key of the result)``, remembered per distinct call.
 
-        The cache key carries each value's type, so ``1`` and ``1.0`` and ``True`` are told
-        apart and a value of the wrong type is rejected every time, not only the first.
+        The cache key, and the key returned, are the attributes' signature (``attr_signature``):
+        ``1``, ``1.0`` and ``True`` are told apart, and so are ``0.0`` and ``-0.0``, so that a
+        value of the wrong type is rejected every time, not only the first, and a zero keeps
+        its sign.
         """
         if not attrs:
             return self.check_attrs(attrs), ()
+        key = signature(attrs)
         try:
-            key = (*attrs.items(), *map(type, attrs.values()))
             hit = self.attr_cache.get(key)
         except TypeError:   # a list value: unhashable until normalised
             full = self.check_attrs(attrs)
-            return full, tuple(full.items())
+            return full, signature(full)
         if hit is None:
             full = self.check_attrs(attrs)
             if len(self.attr_cache) >= 1024:
                 self.attr_cache.clear()
-            hit = self.attr_cache[key] = (full, tuple(full.items()))
+            hit = self.attr_cache[key] = (full, signature(full))
         return hit
 
     def _missing_attrs(self, given):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import flags as _flags
 from . import place as _places
+from .attr_signature import is_exact, signature
 from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError, PreconditionNotMetError
@@ -58,7 +59,7 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
     lines += [
-        "    if sig is None:     # (``signature``, written out)",
+        "    if sig is None:     # (``signature``, written out for attributes with no zero or NaN)",
         "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
         f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
         "    if place is None:",
@@ -128,12 +129,6 @@ def make_runner(info, env: dict, lazy: bool = False):
     name = f"<{'lazy ' if lazy else ''}runner of {info.type}>"
     exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]
-
-
-def signature(attrs: dict) -> tuple:
-    """The attributes' part of an op's signature: names, values and the values' types (``1``,
-    ``1.0`` and ``True`` are equal as dict keys, but not the same attribute value)."""
-    return (*attrs.items(), *map(type, attrs.values())) if attrs else ()
 
 
 def _made_lines(info, single: bool, recorded: bool) -> list:
@@ -229,7 +224,19 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
 
 def _infer_new(info, inputs: dict, attrs, place, key: tuple):
     """The CallPlan of a signature not seen before: attributes checked (their normalised form
-    keys the plan when the given ones are not hashable), then ``dispatch.infer``."""
+    keys the plan when the given ones are not hashable), then ``dispatch.infer``.
+
+    A plan whose attributes hold a float zero or a NaN is keyed by their exact signature
+    (``attr_signature``), never by the plain one a runner writes out: ``-0.0 == 0.0`` would
+    find the other zero's plan, and a fresh NaN none. Such a call comes here every time; the
+    check of the values costs only these calls, and plan creation."""
+    if not is_exact(key[0]):
+        exact = signature(attrs)
+        if is_exact(exact):
+            key = (exact, *key[1:])
+            plan = info.plans.get(key)
+            if plan is not None:
+                return plan
     attrs, attrs_key = info.checked_attrs(attrs)
     try:
         hash(key)

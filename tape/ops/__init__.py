@@ -42,36 +42,58 @@ from . import (  # noqa: F401
 
 
 def _make_op_function(info):
-    layout = tuple((s.name, s.duplicable) for s in info.inputs)
-    duplicable = dict(layout)
-    visible_slots = [s for s in info.outputs if not s.intermediate]
-    single = visible_slots[0].name if len(visible_slots) == 1 else None
-    single_list = single is not None and visible_slots[0].duplicable
+    """``tape.ops.<type>``, written out for the op's slots as its runner is (``tape.runner``):
+    one straight block per input slot and per visible output, no loop over slots per call."""
+    slots = [(s.name, s.duplicable) for s in info.inputs]
+    visible = [(s.name, s.duplicable) for s in info.outputs if not s.intermediate]
+    lines = ["def op(*args, **attrs):",
+             "    n = len(args)",
+             f"    if n > {len(slots)}:",
+             "        raise too_many(info, n)",
+             "    inputs = {}"]
+    for i, (name, many) in enumerate(slots):
+        lines += [f"    if n > {i} and args[{i}] is not None:",
+                  f"        inputs[{name!r}] = {f'list(args[{i}])' if many else f'[args[{i}]]'}"]
+    if slots:
+        lines += ["    if attrs and not by_name.isdisjoint(attrs):   # slots given by name",
+                  "        named_slots(attrs, inputs)"]
+    # (through Tape.run, not the runner directly: a subclass or a spy on Tape.run sees every op)
+    lines += ["    t = local.tape",
+              "    if t is None:",
+              "        t = get_global_tape()",
+              "    out = t.run(info, inputs, attrs)"]
+    results = []
+    for i, (name, many) in enumerate(visible):
+        if many:
+            results.append(f"out.get({name!r})")
+        else:
+            lines += [f"    w{i} = out.get({name!r})"]
+            results.append(f"w{i}[0] if w{i} else None" if len(visible) == 1
+                           else f"None if w{i} is None else w{i}[0]")
+    lines.append(f"    return {results[0]}" if len(results) == 1
+                 else f"    return ({''.join(r + ', ' for r in results)})")   # () for none
+    duplicable = dict(slots)
 
-    def op(*args, **attrs):
-        if len(args) > len(layout):
-            raise TypeError(f"{info.type} takes at most {len(layout)} inputs "
-                            f"({', '.join(info.input_names)}), received {len(args)}")
-        inputs = {}
-        for (slot, many), arg in zip(layout, args):
-            if arg is not None:
-                inputs[slot] = list(arg) if many else [arg]
-        if attrs and not duplicable.keys().isdisjoint(attrs):
-            for name in [k for k in attrs if k in duplicable]:
-                arg = attrs.pop(name)
-                inputs[name] = list(arg) if duplicable[name] else [arg]
-        out = (_local.tape or get_global_tape()).run(info, inputs, attrs)
-        if single is not None:
-            written = out.get(single)
-            if single_list:
-                return written
-            return written[0] if written else None
-        return tuple(_slot_result(out.get(s.name), s.duplicable) for s in visible_slots)
+    def named_slots(attrs, inputs):
+        for name in [k for k in attrs if k in duplicable]:
+            arg = attrs.pop(name)
+            inputs[name] = list(arg) if duplicable[name] else [arg]
 
+    namespace = {"info": info, "local": _local, "get_global_tape": get_global_tape,
+                 "too_many": _too_many, "by_name": duplicable.keys(),
+                 "named_slots": named_slots}
+    exec(compile("\n".join(lines), f"<tape.ops.{info.type}>", "exec"), namespace)
+    op = namespace["op"]
     op.__name__ = op.__qualname__ = info.type
+    op.__module__ = __name__
     op.__doc__ = _signature_doc(info)
     op.__signature__ = _signature(info)
     return op
+
+
+def _too_many(info, n: int) -> TypeError:
+    return TypeError(f"{info.type} takes at most {len(info.inputs)} inputs "
+                     f"({', '.join(info.input_names)}), received {n}")
 
 
 def _signature(info) -> inspect.Signature:
@@ -89,13 +111,6 @@ def _signature(info) -> inspect.Signature:
                                default=inspect.Parameter.empty if a.default is None else a.default)
              for a in info.attrs.values()]
     return inspect.Signature(slots + attrs)
-
-
-def _slot_result(variables, duplicable):
-    """What the op function returns for one output slot (None: a dispensable one not written)."""
-    if variables is None:
-        return None
-    return variables if duplicable else variables[0]
 
 
 def _signature_doc(info) -> str:
