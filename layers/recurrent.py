@@ -49,13 +49,13 @@ def batch_zeros(x: Variable, batch_axis: int, shape, dtype) -> Variable:
     size of ``x``'s axis ``batch_axis`` when the op runs: ``shape``, ``slice`` and a
     ``fill_constant`` with a ShapeTensorList, as Paddle's own programs make an RNN's zero state.
     Recorded in a program, it follows the batch fed, where a zeros array would keep the traced
-    one. Outside a trace the batch is known when the op is recorded: one ``fill_constant`` of
-    that shape then (fewer ops, and a lazy tape need not compute ``x`` to know the shape)."""
+    one. Outside a trace the batch is known when the op is recorded: a constant of that shape
+    on ``x``'s place then (no ops, and a lazy tape need not compute ``x`` to know the shape)."""
     ops = tape.ops
     batch = x.shape[batch_axis]
     if batch >= 0 and not tape.get_global_tape().tracing:
-        return ops.fill_constant(shape=[batch if n == -1 else n for n in shape],
-                                 dtype=dtypes.from_numpy(np.dtype(dtype)), value=0.0)
+        return Variable(np.zeros([batch if n == -1 else n for n in shape], dtype),
+                        place=x.place)
     size = ops.slice(ops.shape(x), axes=[0], starts=[batch_axis], ends=[batch_axis + 1],
                      decrease_axis=[0])
     # the known sizes as tensors like the batch size (fill_any_like): on x's place

@@ -356,8 +356,8 @@ def test_an_op_whose_output_shape_its_values_tell_runs_when_recorded(kernel_call
 
 def test_a_cell_without_a_state_records_its_zero_state_without_computing_its_input(
         kernel_calls):
-    """Outside a trace the batch is known at record time: the zero state is one fill_constant
-    of that shape, and a lazy LSTM cell computes nothing until a value is asked for; results
+    """Outside a trace the batch is known at record time: the zero state is a constant of that
+    shape, and a lazy LSTM cell computes nothing until a value is asked for; results
     equal eager's bit for bit."""
     cell = layers.LSTMCell(4, 8)
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
