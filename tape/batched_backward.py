@@ -26,14 +26,20 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 """
 from __future__ import annotations
 
-import numpy as np
-
 from . import dtypes
 from .backward import _counts, prepare, shape_only
 from .batch_rules import SHARED
+from .batched_grads import (
+    add_rows,
+    file_gradient,
+    output_index,
+    take_filed,
+    total_rows,
+    whole_spec,
+)
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
-from .pending import collector_paused, prune, read, row_index
+from .pending import collector_paused, prune, read
 from .variable import Variable
 
 
@@ -71,13 +77,13 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
         units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed
         d = loss.desc
-        _add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
+        add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
                                                                     dtypes.to_numpy(d.dtype)))
         leaves, leaf_grads, other = {}, {}, {}
         invoke = batching.invoke
         for unit in units:
             if other:
-                _take_filed(unit, other)
+                take_filed(unit, other)
             if unit.grads is not None:
                 _unit_backward(unit, leaves, leaf_grads, other, invoke)
             unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
@@ -151,7 +157,7 @@ def _seed(handles: list, records: list, loss):
                     if record is None:
                         return None
                     unit, row = record
-                    k = _output_index(unit.plan, slot)
+                    k = output_index(unit.plan, slot)
                     return unit, k, j if unit.plan.outputs[k][1] else -1, row
     return None
 
@@ -229,7 +235,7 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
                 if kind == TEMP:
                     temps[fslot] = g
                 else:
-                    _file(unit, fslot, i, g, leaves, leaf_grads, other)
+                    file_gradient(unit, fslot, i, g, leaves, leaf_grads, other)
 
 
 _programs: dict = {}
@@ -263,16 +269,9 @@ def _program(plan, h0) -> tuple:
 def _resolved(plan, kind: int, fslot: str, i: int) -> tuple:
     """A binding with the forward output it names as ``(output index, index or -1)``."""
     if kind in (OUT_GRAD, OPT_OUT_GRAD, FWD_OUT):
-        k = _output_index(plan, fslot)
+        k = output_index(plan, fslot)
         return kind, fslot, i, k, i if plan.outputs[k][1] else -1
     return kind, fslot, i, -1, -1
-
-
-def _output_index(plan, slot: str) -> int:
-    for k, (name, _, _, _) in enumerate(plan.outputs):
-        if name == slot:
-            return k
-    raise KeyError(slot)
 
 
 def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: dict):
@@ -284,7 +283,7 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: di
             return entry[0]
         if kind == OPT_OUT_GRAD:
             return None
-        shape, dtype = _whole_spec(unit, k, j)
+        shape, dtype = whole_spec(unit, k, j)
         return unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype))
     if kind == FWD_IN:
         arrays = unit.arrays
@@ -305,13 +304,8 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: di
     shape = d.shape
     if unit.size > 1 and not (kind == META_IN and unit.ins and unit.ins.get(fslot) == SHARED):
         shape = (unit.size,) + tuple(shape) if unit.stacked else \
-            (_total_rows(unit, shape[0]),) + tuple(shape[1:])
+            (total_rows(unit, shape[0]),) + tuple(shape[1:])
     return shape_only(tuple(shape), d.dtype)
-
-
-def _total_rows(unit, rows_per_op: int) -> int:
-    offsets = unit.offsets
-    return rows_per_op * unit.size if offsets is None else offsets[-1]
 
 
 def _joined(unit, entries: list):
@@ -325,157 +319,3 @@ def _joined(unit, entries: list):
     if len(values) == 1:
         return values[0]
     return unit.plan.place.array_module().concatenate(values)
-
-
-def _whole_spec(unit, k: int, j: int) -> tuple:
-    """(shape, dtype) of the unit's whole output ``k`` (index ``j``): every op's rows."""
-    shape, dtype = unit.plan.outputs[k][2][max(j, 0)]
-    if unit.size > 1 and not unit.stacked:      # (a stacked plan's specs are whole)
-        shape = (_total_rows(unit, shape[0]),) + tuple(shape[1:])
-    return shape, dtype
-
-
-def _file(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
-    """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
-    summed gradient of a shared input) piece by piece."""
-    pieces = unit.sources[(fslot, i)]
-    size = unit.size
-    if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
-        piece = pieces[0]
-        if piece[0] is not None:
-            _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
-        else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
-            h = next(h for h in unit.handles if h is not None)
-            _file_by_variable(h.inputs[fslot][i], g, leaves, leaf_grads, other)
-        return
-    if len(pieces) == 1 and pieces[0][0] is not None:
-        piece = pieces[0]
-        _add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
-        return
-    offsets = unit.offsets
-    if offsets is None:
-        per_op = g.shape[0] // size
-        offsets = range(0, per_op * (size + 1), per_op)
-    first = 0       # (the op place where the piece starts)
-    reached = unit.reached
-    for piece in pieces:
-        source = piece[0]
-        if source is not None:
-            rows = piece[3]
-            end = first + len(rows)
-            _add_rows(source, piece[1], piece[2], rows, g[offsets[first]:offsets[end]],
-                      unit.stacked)
-        else:
-            row = piece[1]
-            end = first + 1
-            h = unit.handles[row]   # (None: an op of the batch another tape recorded)
-            if row in reached and h is not None:
-                _file_by_variable(h.inputs[fslot][i], g[offsets[first]:offsets[end]], leaves,
-                                  leaf_grads, other)
-        first = end
-
-
-def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
-    """Add ``g`` to the gradient of handle entry ``e``: a leaf's, or a value's that an earlier
-    execution computed (its unit takes it, ``_take_filed``)."""
-    d = e.desc if type(e) is Variable else e
-    if g.shape != d.shape:      # (a block of a stacked batch's gradient)
-        g = g.reshape(d.shape)
-    if type(e) is Variable and e._tape == 0:
-        leaves[d] = e
-        _add(leaf_grads, d, g)
-    else:
-        _add(other, d, g)
-
-
-def _add(table: dict, key, g) -> None:
-    """Add part ``g`` to ``table[key]`` (``[array, owned]``): the first part is kept as it is
-    (a kernel's output may be shared, so it is never written), the second makes a new sum,
-    which takes any further parts in place."""
-    entry = table.get(key)
-    if entry is None:
-        table[key] = [g, False]
-    elif entry[1]:
-        total = entry[0]
-        total += g
-        entry[0] = total    # (a 0-d sum is a numpy scalar: += made a new one)
-    else:
-        entry[0] = entry[0] + g
-        entry[1] = True
-
-
-_in_order: dict = {}
-
-
-def _add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None:
-    """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
-    unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
-    batch's input gradient is), to the unit's gradient of that output."""
-    grads = unit.grads
-    if grads is None:
-        grads = unit.grads = {}
-        unit.reached = set(rows)
-    else:
-        unit.reached.update(rows)
-    key = (k, j)
-    size = unit.size
-    count = len(rows)
-    if size == 1:
-        if count > 1:   # (one value read by several ops of a batch: their parts, summed)
-            g = g.reshape((count, -1)).sum(axis=0)
-            reshape = True
-        if reshape:
-            g = g.reshape(_whole_spec(unit, k, j)[0])
-        _add(grads, key, g)
-        return
-    in_order = _in_order.get(size)
-    if in_order is None:
-        in_order = _in_order[size] = list(range(size))
-    entry = grads.get(key)
-    if count == size and rows == in_order:
-        if reshape or unit.stacked:
-            g = g.reshape(_whole_spec(unit, k, j)[0])
-        _add(grads, key, g)
-        return
-    if entry is None or not entry[1]:
-        shape, dtype = _whole_spec(unit, k, j)
-        total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \
-            if entry is None else entry[0].copy()
-        entry = grads[key] = [total, True]
-    total = entry[0]
-    first = rows[0]
-    offsets = unit.offsets
-    if offsets is not None:
-        if rows == in_order[first:first + count]:
-            total[offsets[first]:offsets[first + count]] += g
-        elif len(set(rows)) == count:
-            total[row_index(offsets, rows)] += g
-        else:
-            np.add.at(total, row_index(offsets, rows), g)
-        return
-    blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
-    g = g.reshape((count, -1))
-    if rows == in_order[first:first + count]:
-        blocks[first:first + count] += g
-    elif len(set(rows)) == count:
-        blocks[rows] += g
-    else:
-        np.add.at(blocks, rows, g)
-
-
-def _take_filed(unit, other: dict) -> None:
-    """Gradients filed by variable (``_file_by_variable``) for the outputs of ``unit``'s ops:
-    added into the unit's rows."""
-    for row, h in enumerate(unit.handles):
-        if h is None:
-            continue
-        for slot, entries in h.outputs.items():
-            for j, e in enumerate(entries):
-                d = e.desc if type(e) is Variable else e
-                entry = other.pop(d, None)
-                if entry is not None:
-                    k = _output_index(unit.plan, slot)
-                    if unit.grads is None:
-                        unit.grads = {}
-                        unit.reached = set()
-                    _add_rows(unit, k, j if unit.plan.outputs[k][1] else -1, [row], entry[0])

@@ -1,0 +1,177 @@
+"""Where the batched backward's gradients go (``tape.batched_backward``): an input gradient
+filed into the rows of the units that produced them, a run of rows at a time, or by variable
+for a value no unit of this execution produced (a leaf, an earlier execution's value)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .batch_rules import SHARED
+from .pending import row_index
+from .variable import Variable
+
+
+def output_index(plan, slot: str) -> int:
+    for k, (name, _, _, _) in enumerate(plan.outputs):
+        if name == slot:
+            return k
+    raise KeyError(slot)
+
+
+def total_rows(unit, rows_per_op: int) -> int:
+    offsets = unit.offsets
+    return rows_per_op * unit.size if offsets is None else offsets[-1]
+
+
+def whole_spec(unit, k: int, j: int) -> tuple:
+    """(shape, dtype) of the unit's whole output ``k`` (index ``j``): every op's rows."""
+    shape, dtype = unit.plan.outputs[k][2][max(j, 0)]
+    if unit.size > 1 and not unit.stacked:      # (a stacked plan's specs are whole)
+        shape = (total_rows(unit, shape[0]),) + tuple(shape[1:])
+    return shape, dtype
+
+
+def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
+    summed gradient of a shared input) piece by piece."""
+    pieces = unit.sources[(fslot, i)]
+    size = unit.size
+    if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
+        piece = pieces[0]
+        if piece[0] is not None:
+            add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
+        else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
+            h = next(h for h in unit.handles if h is not None)
+            _file_by_variable(h.inputs[fslot][i], g, leaves, leaf_grads, other)
+        return
+    if len(pieces) == 1 and pieces[0][0] is not None:
+        piece = pieces[0]
+        add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
+        return
+    offsets = unit.offsets
+    if offsets is None:
+        per_op = g.shape[0] // size
+        offsets = range(0, per_op * (size + 1), per_op)
+    first = 0       # (the op place where the piece starts)
+    reached = unit.reached
+    for piece in pieces:
+        source = piece[0]
+        if source is not None:
+            rows = piece[3]
+            end = first + len(rows)
+            add_rows(source, piece[1], piece[2], rows, g[offsets[first]:offsets[end]],
+                      unit.stacked)
+        else:
+            row = piece[1]
+            end = first + 1
+            h = unit.handles[row]   # (None: an op of the batch another tape recorded)
+            if row in reached and h is not None:
+                _file_by_variable(h.inputs[fslot][i], g[offsets[first]:offsets[end]], leaves,
+                                  leaf_grads, other)
+        first = end
+
+
+def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
+    """Add ``g`` to the gradient of handle entry ``e``: a leaf's, or a value's that an earlier
+    execution computed (its unit takes it, ``take_filed``)."""
+    d = e.desc if type(e) is Variable else e
+    if g.shape != d.shape:      # (a block of a stacked batch's gradient)
+        g = g.reshape(d.shape)
+    if type(e) is Variable and e._tape == 0:
+        leaves[d] = e
+        _add(leaf_grads, d, g)
+    else:
+        _add(other, d, g)
+
+
+def _add(table: dict, key, g) -> None:
+    """Add part ``g`` to ``table[key]`` (``[array, owned]``): the first part is kept as it is
+    (a kernel's output may be shared, so it is never written), the second makes a new sum,
+    which takes any further parts in place."""
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [g, False]
+    elif entry[1]:
+        total = entry[0]
+        total += g
+        entry[0] = total    # (a 0-d sum is a numpy scalar: += made a new one)
+    else:
+        entry[0] = entry[0] + g
+        entry[1] = True
+
+
+_in_order: dict = {}
+
+
+def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None:
+    """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
+    unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
+    batch's input gradient is), to the unit's gradient of that output."""
+    grads = unit.grads
+    if grads is None:
+        grads = unit.grads = {}
+        unit.reached = set(rows)
+    else:
+        unit.reached.update(rows)
+    key = (k, j)
+    size = unit.size
+    count = len(rows)
+    if size == 1:
+        if count > 1:   # (one value read by several ops of a batch: their parts, summed)
+            g = g.reshape((count, -1)).sum(axis=0)
+            reshape = True
+        if reshape:
+            g = g.reshape(whole_spec(unit, k, j)[0])
+        _add(grads, key, g)
+        return
+    in_order = _in_order.get(size)
+    if in_order is None:
+        in_order = _in_order[size] = list(range(size))
+    entry = grads.get(key)
+    if count == size and rows == in_order:
+        if reshape or unit.stacked:
+            g = g.reshape(whole_spec(unit, k, j)[0])
+        _add(grads, key, g)
+        return
+    if entry is None or not entry[1]:
+        shape, dtype = whole_spec(unit, k, j)
+        total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \
+            if entry is None else entry[0].copy()
+        entry = grads[key] = [total, True]
+    total = entry[0]
+    first = rows[0]
+    offsets = unit.offsets
+    if offsets is not None:
+        if rows == in_order[first:first + count]:
+            total[offsets[first]:offsets[first + count]] += g
+        elif len(set(rows)) == count:
+            total[row_index(offsets, rows)] += g
+        else:
+            np.add.at(total, row_index(offsets, rows), g)
+        return
+    blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
+    g = g.reshape((count, -1))
+    if rows == in_order[first:first + count]:
+        blocks[first:first + count] += g
+    elif len(set(rows)) == count:
+        blocks[rows] += g
+    else:
+        np.add.at(blocks, rows, g)
+
+
+def take_filed(unit, other: dict) -> None:
+    """Gradients filed by variable (``_file_by_variable``) for the outputs of ``unit``'s ops:
+    added into the unit's rows."""
+    for row, h in enumerate(unit.handles):
+        if h is None:
+            continue
+        for slot, entries in h.outputs.items():
+            for j, e in enumerate(entries):
+                d = e.desc if type(e) is Variable else e
+                entry = other.pop(d, None)
+                if entry is not None:
+                    k = output_index(unit.plan, slot)
+                    if unit.grads is None:
+                        unit.grads = {}
+                        unit.reached = set()
+                    add_rows(unit, k, j if unit.plan.outputs[k][1] else -1, [row], entry[0])
