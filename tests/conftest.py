@@ -83,6 +83,17 @@ def user_ops():
             delattr(ops, op_type)
 
 
+@pytest.fixture(params=["eager", "lazy"])
+def mode(request):
+    """Runs the test twice: on a fresh eager tape, and inside ``tape.lazy()``."""
+    tape.reset_global_tape()
+    if request.param == "lazy":
+        with tape.lazy():
+            yield
+    else:
+        yield
+
+
 @pytest.fixture
 def restore_flags():
     """Flags a test sets with ``tape.set_flags`` are back to their suite values after it."""

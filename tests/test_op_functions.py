@@ -12,16 +12,6 @@ def _x(*shape):
     return tape.Variable(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
 
 
-@pytest.fixture(params=["eager", "lazy"])
-def mode(request):
-    tape.reset_global_tape()
-    if request.param == "lazy":
-        with tape.lazy():
-            yield
-    else:
-        yield
-
-
 def test_too_many_inputs_is_a_type_error_naming_the_slots():
     with pytest.raises(TypeError, match=r"elementwise_add takes at most 2 inputs \(X, Y\), "
                                         r"received 3"):

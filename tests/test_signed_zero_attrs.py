@@ -22,16 +22,6 @@ def _ones():
     return tape.Variable(np.ones(3, np.float32), stop_gradient=False)
 
 
-@pytest.fixture(params=["eager", "lazy"])
-def mode(request):
-    tape.reset_global_tape()
-    if request.param == "lazy":
-        with tape.lazy():
-            yield
-    else:
-        yield
-
-
 @pytest.mark.parametrize("first", [0.0, -0.0])
 def test_multiplying_by_a_zero_keeps_its_sign_after_the_other_zero(mode, first):
     x = _ones()
