@@ -154,9 +154,10 @@ class LazyTape(Tape):
     def lazy(self) -> bool:
         return True
 
-    def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
-        """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True)."""
-        return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs)
+    def run(self, info: OpInfo, inputs: dict, attrs, outputs=None, sig=None) -> dict:
+        """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True).
+        ``sig``: ``signature(attrs)``, when the caller has it (``tape.overloads``)."""
+        return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs, sig)
 
 
 def get_global_tape() -> Tape:
