@@ -6,6 +6,7 @@ import itertools
 import threading
 
 from . import flags as _flags
+from . import lazy_runner as _lazy_runner
 from . import pending as _pending
 from .backward import run_backward
 from .dispatch import CallPlan
@@ -228,7 +229,7 @@ _flags.on_change("FLAGS_lazy_execution", lambda: _follow_mode(_local.tape))
 
 _RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
-               "defer": _pending.defer, "pending_result": _pending.pending_result}
+               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
 _lazy_runners: dict = {}
 
 
