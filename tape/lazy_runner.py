@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import flags as _flags
 from .desc import DENSE_TENSOR, VarDesc
-from .pending import LazyOp, next_order
+from .pending import LazyOp, order
 from .runner import _variable_lines, make_outputs
 from .variable import Variable
 
@@ -25,17 +25,18 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
         "        return eager_runner(info)(tape, inputs, attrs, outputs)",
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
-        "    record = grad_flows or tape.tracing",
+        "    tracing = tape.tracing",
+        "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
         "    op = new(LazyOp)",
         "    op.plan = plan",
         f"    op.args = {{{', '.join(arrays)}}}",
         "    op.results = op.batch = op.unit = op.users = op.names = op.record = None",
-        "    op.order = next_order()",
+        "    op.order = next(order)",
         "    serial = tape.serial if record else 0",
         "    if record:",
-        "        keeps = info.slot_names if tape.tracing else info.keeps",
+        "        keeps = info.slot_names if tracing else info.keeps",
         "        entries = {}",    # (before the outputs: one may be an input, written in place)
         *("    " + line.replace("\n", "\n    ") for line in entries),
         "        outs = {}",
@@ -55,7 +56,6 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
         "(keeps, outs) if record else None)",
         "    else:",
-        "        produced = {}",
         *_new_output_lines(info),
         "    if flags.checking:     # (names for the NaN/Inf check's message)",
         "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}",
@@ -65,10 +65,25 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
 
 def _new_output_lines(info) -> list:
     """Lines that make each output slot's new Variables from ``made``, pending on ``op``
-    (``v._lazy`` is the ref ``(op, slot index, index in the slot or -1)``)."""
-    lines = []
+    (``v._lazy`` is the ref ``(op, slot index, index in the slot or -1)``), into
+    ``produced``, and their handle's entries into ``outs`` (the Variable where backward reads
+    it or the tape traces, else its VarDesc: ``info.keeps`` is fixed when a runner is made)."""
+    if len(info.outputs) == 1 and not info.outputs[0].duplicable:    # (most ops)
+        name = repr(info.outputs[0].name)
+        return ["        m = made[0]",
+                "        if m is None:   # (an output the op does not write)",
+                "            produced = {}",
+                "        else:",
+                *_variable_lines("            ", "None", True),
+                "            v._lazy = (op, 0, -1)",
+                f"            produced = {{{name}: [v]}}",
+                "            if record:",
+                f"                outs[{name}] = " + ("[v]" if info.outputs[0].name in info.keeps
+                                                       else "[v] if tracing else [d]")]
+    lines = ["        produced = {}"]
     for n, slot in enumerate(info.outputs):
         name = repr(slot.name)
+        kept = "vs" if slot.name in info.keeps else "vs if tracing else [v.desc for v in vs]"
         lines += [f"        m = made[{n}]", "        if m is not None:"]
         if slot.duplicable:
             lines += ["            vs = []",
@@ -78,14 +93,14 @@ def _new_output_lines(info) -> list:
                       "                vs.append(v)",
                       f"            produced[{name}] = vs",
                       "            if record:",
-                      f"                outs[{name}] = vs if {name} in keeps else "
-                      "[v.desc for v in vs]"]
+                      f"                outs[{name}] = {kept}"]
         else:
             lines += [*_variable_lines("            ", "None", True),
                       f"            v._lazy = (op, {n}, -1)",
                       f"            produced[{name}] = [v]",
                       "            if record:",
-                      f"                outs[{name}] = [v] if {name} in keeps else [d]"]
+                      f"                outs[{name}] = " + ("[v]" if slot.name in info.keeps
+                                                          else "[v] if tracing else [d]")]
     return lines
 
 
@@ -115,6 +130,6 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
     return produced
 
 
-NAMESPACE = {"LazyOp": LazyOp, "next_order": next_order, "pending_outputs": pending_outputs,
+NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
              "DENSE_TENSOR": DENSE_TENSOR}

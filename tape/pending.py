@@ -28,7 +28,7 @@ import numpy as np
 from .backward import shape_only
 from .runner import no_value
 
-next_order = itertools.count().__next__     # a LazyOp's place in record order
+order = itertools.count()     # a LazyOp's place in record order: next(order)
 
 
 class LazyOp:
@@ -56,7 +56,7 @@ class LazyOp:
         self.batch = None
         self.unit = self.record = None
         self.users = None
-        self.order = next_order()
+        self.order = next(order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
 
     def __repr__(self):
