@@ -244,13 +244,13 @@ def run_batch(ops: list, rule) -> None:
         arrays["X"] = column.reshape((n, column.shape[0] // n) + column.shape[1:])
         plan = stacked_plan(plan, n, column.ndim)
         result = invoke(plan, arrays, None, None)
-        note_unit(ops, ins, arrays, result, None, plan)
-        _hand_out(ops, result, sums, None, True)
+        if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True)):
+            _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
     offsets = _offsets(ops)
-    note_unit(ops, ins, arrays, result, offsets)
-    _hand_out(ops, result, sums, offsets)
+    if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False)):
+        _hand_out(ops, result, sums, offsets)
 
 
 def _offsets(ops: list):

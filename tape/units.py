@@ -52,29 +52,41 @@ class Unit:
         self.handles = self.grads = self.reached = None
 
 
-def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None) -> None:
+def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
+              batch=None) -> bool:
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
-    gradient may flow back (the plan wants one)."""
+    gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
+    is also handed the batch's ``results`` and drops its inputs, in the same pass (as
+    ``batching._hand_out`` does): True if it was."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
-        return
+        return False
     unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
                 stacked_plan is not None)
     unit.sources = _sources(ops, plan, ins)
-    _place(ops, unit)
+    if batch is None:
+        _place(ops, unit)
+        return False
+    _place(ops, unit, results, batch)
+    return True
 
 
-def _place(ops: list, unit) -> None:
+def _place(ops: list, unit, results=None, batch=None) -> None:
     """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
     it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
-    what only backward needed) and row, and file them where its tape's backward finds them."""
+    what only backward needed) and row, and file them where its tape's backward finds them;
+    with ``batch``, hand it the batch's ``results`` too (``note_unit``)."""
     ref = weakref.ref(unit)
     row = 0
     for op in ops:
         op.unit = ref
         op.row = row
+        if batch is not None:
+            op.results = results
+            op.batch = batch
+            op.args = None
         record = op.record
         if record is not None:
             records, index = record
