@@ -44,7 +44,6 @@ import numpy as np
 from . import dtypes
 from . import flags as _flags
 from .dispatch import invoke
-from .fusion_steps import follow_threshold
 from .fusion_steps import node as _node
 from .pending import LazyOp, arrays_of, read
 
@@ -131,7 +130,6 @@ def _output_count(op) -> int:
 def fuse_chains(needed: list) -> list:
     """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each group
     of two or more fusable ops replaced by one FusedGroup."""
-    follow_threshold()
     nodes = []
     found = False
     for op in needed:   # (``_held`` counts references: nothing here may hold an op yet)

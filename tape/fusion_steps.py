@@ -59,20 +59,8 @@ MIN_ELEMENTS = 8192
 _DTYPES = (dtypes.FP32, dtypes.FP64)
 _UNKNOWN = object()
 # plan -> (template, slots its steps read, output (shape, dtype) or None for a grad plan,
-# wanted output slot indices, calls libm), or None if its op cannot join (a forward plan
-# whose output is below MIN_ELEMENTS among them: the one lookup rejects it; ``_threshold``
-# is the MIN_ELEMENTS these entries were decided with)
+# wanted output slot indices, calls libm), or None if its op cannot join
 _plans: dict = {}
-_threshold = MIN_ELEMENTS
-
-
-def follow_threshold() -> None:
-    """Forget what ``_plans`` decided with another MIN_ELEMENTS (tests and benchmarks set
-    it); called once per execution (``fusion.fuse_chains``)."""
-    global _threshold
-    if MIN_ELEMENTS != _threshold:
-        _plans.clear()
-        _threshold = MIN_ELEMENTS
 _output_kinds: dict = {}    # forward plan -> (shape, dtype) or None per output slot
 _sums: dict = {}            # number of parts -> an Accumulation's template
 
@@ -144,8 +132,7 @@ def _plan_node(plan, wants):
         if plan.specs:
             output = _output_kinds_of(plan)[0] if len(plan.outputs) == 1 else None
             output = output if valid(output) else None
-        if wanted and (output is not None or not plan.specs) and \
-                (output is None or _size(output[0]) >= MIN_ELEMENTS):
+        if wanted and (output is not None or not plan.specs):
             fixed = (template, leaves, output, wanted, kind in LIBM)
     _plans[plan] = fixed
     return fixed
