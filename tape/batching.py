@@ -24,7 +24,7 @@ from . import flags as _flags
 from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
 from .dispatch import invoke
 from .fusion import FusedGroup, fuse_chains, run_chains
-from .pending import ShapeOnly, arrays_of, read, row_index
+from .pending import LazyOp, ShapeOnly, arrays_of, read, row_index
 from .units import note_fused, note_unit
 
 
@@ -216,6 +216,10 @@ def run_batch(ops: list, rule) -> None:
     n = len(ops)
     concatenate = first.plan.place.array_module().concatenate
     arrays = {}
+    # the inputs' ``Unit.sources``, gathered with them where a unit will be made
+    wants_grad = first.plan.wants_grad if first.plan.requires_grad and \
+        type(first) is LazyOp else None
+    sources = {} if wants_grad is not None else None
     for slot, given in first.args.items():
         t = type(given)
         if given is None:
@@ -229,7 +233,8 @@ def run_batch(ops: list, rule) -> None:
             count = len(given)
             if all(len(op.args[slot]) == count for op in ops):
                 arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
-                                else _column(ops, slot, concatenate, i)
+                                else _column(ops, slot, concatenate, i,
+                                             _wanted(sources, wants_grad, slot, i))
                                 for i, g in enumerate(given)]
             else:   # (parts a batch summed elsewhere read as None and are left out)
                 per_op = [arrays_of(op)[slot] for op in ops]
@@ -237,20 +242,35 @@ def run_batch(ops: list, rule) -> None:
                                 else concatenate([p[i] for p in per_op])
                                 for i, g in enumerate(given)]
         else:
-            arrays[slot] = _column(ops, slot, concatenate, -1)
+            arrays[slot] = _column(ops, slot, concatenate, -1,
+                                   _wanted(sources, wants_grad, slot, 0))
     plan = first.plan
     if STACK in ins.values():   # (reductions over axis 0: one more axis in front)
         column = arrays["X"]
         arrays["X"] = column.reshape((n, column.shape[0] // n) + column.shape[1:])
         plan = stacked_plan(plan, n, column.ndim)
         result = invoke(plan, arrays, None, None)
-        if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True)):
+        if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
+                         sources):
             _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
     offsets = _offsets(ops)
-    if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False)):
+    if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False),
+                     sources):
         _hand_out(ops, result, sums, offsets)
+
+
+def _wanted(sources, wants_grad, slot: str, i: int):
+    """The list for the ``Unit.sources`` pieces of input ``slot[i]``, if it wants a gradient
+    and a unit is made; else None."""
+    if sources is None:
+        return None
+    wants = wants_grad.get(slot)
+    if not wants or not wants[i]:
+        return None
+    pieces = sources[(slot, i)] = []
+    return pieces
 
 
 def _offsets(ops: list):
@@ -316,15 +336,19 @@ def run_accumulations(ops: list) -> None:
     _hand_out(ops, (total,), ())
 
 
-def _gathered(ops: list, slot: str, concatenate, index: int = -1):
+def _gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
     """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
     ``ops``, concatenated along axis 0 (None if one of them is None). Where
     successive ops read the same output of ops of one earlier batch, their rows are taken
     from that batch's whole output at once, and nothing is concatenated when one such run
-    covers all of it: the output itself (in row order), a slice, or one fancy index."""
+    covers all of it: the output itself (in row order), a slice, or one fancy index.
+    ``sources``, a list, gets the argument's ``Unit.sources`` pieces on the way (the ops of
+    an earlier batch share its unit; None where one has no unit, ``tape.units``)."""
     pieces = []
     rows = whole = k = j = batch = None
+    row = -1
     for op in ops:
+        row += 1
         a = op.args[slot] if index < 0 else op.args[slot][index]
         if type(a) is tuple:
             d = a[0]
@@ -336,25 +360,39 @@ def _gathered(ops: list, slot: str, concatenate, index: int = -1):
             batch = d.batch
             if batch is not None and a[1] not in batch[1]:
                 whole, k, j, rows = d.results, a[1], a[2], [d.row]
+                if sources is not None:
+                    _add_source(sources, d, k, j, rows)
                 continue
             rows = whole = None
             value = read(a)
             if value is None:       # (a part a batch summed into another op's part)
                 return None
+            if sources is not None:
+                _add_source(sources, d, a[1], a[2], [d.row])
             pieces.append(value)
         else:
             if rows is not None:
                 pieces.append(_rows_of(whole, k, j, batch, rows))
                 rows = whole = None
+            if sources is not None:
+                sources.append((None, row))
             pieces.append(a)
     if rows is not None:
         pieces.append(_rows_of(whole, k, j, batch, rows))
     return pieces[0] if len(pieces) == 1 else concatenate(pieces)
 
 
-def _column(ops: list, slot: str, concatenate, index: int):
+def _add_source(sources: list, d, k: int, j: int, rows: list) -> None:
+    """A ``Unit.sources`` piece: rows ``rows`` (the list a run of ``_gathered`` extends) of
+    output ``k`` (index ``j``) of ``d``'s unit; None if ``d`` ran without one."""
+    unit = d.unit
+    unit = unit() if unit is not None else None
+    sources.append(None if unit is None else (unit, k, j, rows))
+
+
+def _column(ops: list, slot: str, concatenate, index: int, sources=None):
     """``_gathered``, or where a part is None, the other parts concatenated."""
-    value = _gathered(ops, slot, concatenate, index)
+    value = _gathered(ops, slot, concatenate, index, sources)
     return value if value is not None else _gathered_reads(ops, slot, concatenate, index)
 
 
