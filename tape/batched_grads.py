@@ -54,8 +54,9 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
         offsets = range(0, per_op * (size + 1), per_op)
     # The pieces that go to one output of one unit are added as one: a batch of tree nodes
     # reads its children from a few units in many short runs (forest: ~2,500 pieces a step
-    # into ~340 outputs); their rows are joined, and their parts of ``g`` cut out in one copy.
-    targets = {}    # (unit, output slot index, index) -> [rows, [(start, end) in g]]
+    # into ~340 outputs); their rows are joined, and their parts of ``g`` (op places
+    # ``first`` to ``end``) taken with one fancy index.
+    targets = {}    # (unit, output slot index, index) -> [rows, [op places in g]]
     first = 0       # (the op place where the piece starts)
     reached = unit.reached
     for piece in pieces:
@@ -66,10 +67,13 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
             key = (source, piece[1], piece[2])
             target = targets.get(key)
             if target is None:
-                targets[key] = [rows, [(offsets[first], offsets[end])]]
+                targets[key] = [rows, range(first, end)]
             else:
-                target[0] = target[0] + rows
-                target[1].append((offsets[first], offsets[end]))
+                if type(target[1]) is range:    # (a second piece: lists, extended)
+                    target[0] = list(target[0])
+                    target[1] = list(target[1])
+                target[0].extend(rows)
+                target[1].extend(range(first, end))
         else:
             row = piece[1]
             end = first + 1
@@ -79,15 +83,15 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
                                   leaf_grads, other)
         first = end
     stacked = unit.stacked
-    concatenate = None
-    for (source, k, j), (rows, spans) in targets.items():
-        if len(spans) == 1:
-            start, stop = spans[0]
-            part = g[start:stop]
+    for (source, k, j), (rows, places) in targets.items():
+        if type(places) is range:
+            part = g[offsets[places.start]:offsets[places.stop]]
+        elif unit.offsets is None:
+            per_op = g.shape[0] // size
+            part = g.reshape((size, per_op) + g.shape[1:])[places] \
+                .reshape((len(places) * per_op,) + g.shape[1:])
         else:
-            if concatenate is None:
-                concatenate = unit.plan.place.array_module().concatenate
-            part = concatenate([g[start:stop] for start, stop in spans])
+            part = g[row_index(unit.offsets, places)]
         add_rows(source, k, j, rows, part, stacked)
 
 
