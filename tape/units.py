@@ -59,7 +59,7 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
     is also handed the batch's ``results`` and drops its inputs, in the same pass (as
     ``batching._hand_out`` does): True if it was. ``gathered``: the sources of some inputs,
-    found as the batch gathered them (``batching._gathered``; a None piece: no unit)."""
+    found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit)."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
