@@ -5,21 +5,16 @@ tape), then SGD.
 Workloads: ``forest`` (Tree-LSTM, 16 trees per tape), ``lm_16`` (char LM, 16 separate
 sequences per tape) and ``lm_batch`` (the same 16 sequences batched by hand). The figures are
 the minimum and median CPU time (``time.process_time``) over the steps, after three warm-up
-steps. ``--instructions`` counts instead, with valgrind's callgrind, the instructions of one
-whole step (record, execute, SGD): a child runs 2 steps and another 4 after the same warm-up,
-and the difference is halved (stable on a loaded machine, where the times move by tens of
-percent; numba's JIT targets a generic CPU there, as valgrind knows no AVX-512).
+steps. On a loaded machine these move by tens of percent; instructions do not: run
+``--child`` (the steps only, no output) under ``valgrind --tool=callgrind`` for 2 and for 4
+steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as valgrind knows no AVX-512, after one
+uncounted run that fills numba's disk cache) and halve the difference.
 
-    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N] [--instructions]
+    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N]
 """
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
-import tempfile
 import time
 
 import dynamic_models as models
@@ -57,44 +52,28 @@ def training(which: str):
     return step
 
 
-def instructions(which: str, steps: int) -> int:
-    """Instructions callgrind counts in a child that runs ``steps`` steps after warm-up."""
-    env = dict(os.environ, TAPE_AOT="0", NUMBA_CPU_NAME="generic")
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "callgrind.out")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, which, "--steps", str(steps), "--child"],
-                       env=env, check=True, capture_output=True)
-        with open(out) as f:
-            return int(re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M).group(1))
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", default=list(BUILDS),
                         help=f"any of {', '.join(BUILDS)} (default: all)")
     parser.add_argument("--steps", type=int, default=15)
-    parser.add_argument("--instructions", action="store_true")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true",
+                        help="run the steps of the first workload only (for valgrind)")
     args = parser.parse_args(argv)
     unknown = [w for w in args.workloads if w not in BUILDS]
     if unknown:
         parser.error(f"unknown workload {', '.join(unknown)}: choose from {', '.join(BUILDS)}")
-    if args.child:
-        step = training(args.workloads[0])
-        for _ in range(args.steps):
-            step()
-        return
     try:
         from threadpoolctl import threadpool_limits
         threadpool_limits(1)    # (as dynamic.py: numpy's BLAS on one thread)
     except ImportError:
         pass
+    if args.child:
+        step = training(args.workloads[0])
+        for _ in range(args.steps):
+            step()
+        return
     for which in args.workloads:
-        if args.instructions:
-            per_step = (instructions(which, 4) - instructions(which, 2)) / 2
-            print(f"{which}: {per_step / 1e6:.1f} M instructions per step (record, execute, SGD)")
-            continue
         step = training(which)
         times = np.array([step() for _ in range(args.steps)]) * 1e3
         low, middle = times.min(axis=0), np.median(times, axis=0)
