@@ -21,10 +21,12 @@ from __future__ import annotations
 import operator
 
 from . import flags as _flags
+from .batch_inputs import column as _column
+from .batch_inputs import gathered as _gathered
 from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
 from .dispatch import invoke
 from .fusion import FusedGroup, fuse_chains, run_chains
-from .pending import ShapeOnly, arrays_of, read, row_index
+from .pending import LazyOp, ShapeOnly, arrays_of, read
 from .units import note_fused, note_unit
 
 
@@ -216,6 +218,10 @@ def run_batch(ops: list, rule) -> None:
     n = len(ops)
     concatenate = first.plan.place.array_module().concatenate
     arrays = {}
+    # the inputs' ``Unit.sources``, gathered with them where a unit will be made
+    wants_grad = first.plan.wants_grad if first.plan.requires_grad and \
+        type(first) is LazyOp else None
+    sources = {} if wants_grad is not None else None
     for slot, given in first.args.items():
         t = type(given)
         if given is None:
@@ -229,7 +235,8 @@ def run_batch(ops: list, rule) -> None:
             count = len(given)
             if all(len(op.args[slot]) == count for op in ops):
                 arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
-                                else _column(ops, slot, concatenate, i)
+                                else _column(ops, slot, concatenate, i,
+                                             _wanted(sources, wants_grad, slot, i))
                                 for i, g in enumerate(given)]
             else:   # (parts a batch summed elsewhere read as None and are left out)
                 per_op = [arrays_of(op)[slot] for op in ops]
@@ -237,20 +244,35 @@ def run_batch(ops: list, rule) -> None:
                                 else concatenate([p[i] for p in per_op])
                                 for i, g in enumerate(given)]
         else:
-            arrays[slot] = _column(ops, slot, concatenate, -1)
+            arrays[slot] = _column(ops, slot, concatenate, -1,
+                                   _wanted(sources, wants_grad, slot, 0))
     plan = first.plan
     if STACK in ins.values():   # (reductions over axis 0: one more axis in front)
         column = arrays["X"]
         arrays["X"] = column.reshape((n, column.shape[0] // n) + column.shape[1:])
         plan = stacked_plan(plan, n, column.ndim)
         result = invoke(plan, arrays, None, None)
-        note_unit(ops, ins, arrays, result, None, plan)
-        _hand_out(ops, result, sums, None, True)
+        if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
+                         sources):
+            _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
     offsets = _offsets(ops)
-    note_unit(ops, ins, arrays, result, offsets)
-    _hand_out(ops, result, sums, offsets)
+    if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False),
+                     sources):
+        _hand_out(ops, result, sums, offsets)
+
+
+def _wanted(sources, wants_grad, slot: str, i: int):
+    """The list for the ``Unit.sources`` pieces of input ``slot[i]``, if it wants a gradient
+    and a unit is made; else None."""
+    if sources is None:
+        return None
+    wants = wants_grad.get(slot)
+    if not wants or not wants[i]:
+        return None
+    pieces = sources[(slot, i)] = []
+    return pieces
 
 
 def _offsets(ops: list):
@@ -314,87 +336,3 @@ def run_accumulations(ops: list) -> None:
             return
         total = column if total is None else total + column
     _hand_out(ops, (total,), ())
-
-
-def _gathered(ops: list, slot: str, concatenate, index: int = -1):
-    """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
-    ``ops``, concatenated along axis 0 (None if one of them is None). Where
-    successive ops read the same output of ops of one earlier batch, their rows are taken
-    from that batch's whole output at once, and nothing is concatenated when one such run
-    covers all of it: the output itself (in row order), a slice, or one fancy index."""
-    pieces = []
-    rows = whole = k = j = batch = None
-    for op in ops:
-        a = op.args[slot] if index < 0 else op.args[slot][index]
-        if type(a) is tuple:
-            d = a[0]
-            if d.results is whole and a[1] == k and a[2] == j:
-                rows.append(d.row)
-                continue
-            if rows is not None:
-                pieces.append(_rows_of(whole, k, j, batch, rows))
-            batch = d.batch
-            if batch is not None and a[1] not in batch[1]:
-                whole, k, j, rows = d.results, a[1], a[2], [d.row]
-                continue
-            rows = whole = None
-            value = read(a)
-            if value is None:       # (a part a batch summed into another op's part)
-                return None
-            pieces.append(value)
-        else:
-            if rows is not None:
-                pieces.append(_rows_of(whole, k, j, batch, rows))
-                rows = whole = None
-            pieces.append(a)
-    if rows is not None:
-        pieces.append(_rows_of(whole, k, j, batch, rows))
-    return pieces[0] if len(pieces) == 1 else concatenate(pieces)
-
-
-def _column(ops: list, slot: str, concatenate, index: int):
-    """``_gathered``, or where a part is None, the other parts concatenated."""
-    value = _gathered(ops, slot, concatenate, index)
-    return value if value is not None else _gathered_reads(ops, slot, concatenate, index)
-
-
-def _gathered_reads(ops: list, slot: str, concatenate, index: int):
-    values = (read(a) if type(a) is tuple else a.array() if type(a) is ShapeOnly else a
-              for a in (op.args[slot] if index < 0 else op.args[slot][index] for op in ops))
-    return concatenate([v for v in values if v is not None])
-
-
-_in_order: dict = {}
-
-
-def _rows_of(whole: tuple, k: int, j: int, batch: tuple, rows: list):
-    """Rows ``rows`` (op places in ``batch``, ``(size, sums, offsets, stacked)`` of
-    ``LazyOp.batch``) of a batch's output ``k`` (index ``j`` of it if it is a list), in that
-    order, concatenated along axis 0."""
-    value = whole[k] if j < 0 else whole[k][j]
-    size, _, offsets, stacked = batch
-    in_order = _in_order.get(size)
-    if in_order is None:
-        in_order = _in_order[size] = list(range(size))
-    count = len(rows)
-    if stacked:     # (each op's value is a block along the new axis 0)
-        first = rows[0]
-        value = value if count == size and rows == in_order else \
-            value[first:first + count] if rows == in_order[first:first + count] else value[rows]
-        return value.reshape((-1,) + value.shape[2:])
-    if count == size and rows == in_order:
-        return value
-    if offsets is not None:
-        first = rows[0]
-        if rows == in_order[first:first + count]:
-            return value[offsets[first]:offsets[first + count]]
-        return value[row_index(offsets, rows)]
-    shape = value.shape
-    per_op = shape[0] // size
-    first = rows[0]
-    if rows == in_order[first:first + count]:
-        return value[first * per_op:(first + count) * per_op]
-    if per_op == 1:
-        return value[rows]
-    return value.reshape((size, per_op) + shape[1:])[rows].reshape(
-        (count * per_op,) + shape[1:])

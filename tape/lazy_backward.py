@@ -88,20 +88,10 @@ def _run(ops: list, loss) -> None:
     deferrers = _deferrers
     while ops:
         h = ops.pop()
-        outs = [e.desc if type(e) is Variable else e for es in h.outputs.values() for e in es]
-        for o in outs:
-            if o in grads:
-                break
-        else:
-            continue
-        prepared = h.plan.backward
-        if prepared is None:
-            prepared = prepare(h.plan, _counts(h))
-        for p in prepared:
-            (deferrers.get(p) or _deferrer(p))(h, grads, temps, leaves, xp)
-        temps.clear()
-        for o in outs:
-            grads.pop(o, None)
+        defer = deferrers.get(h.plan)
+        if defer is None:
+            defer = _deferrer(h)
+        defer(h, grads, temps, leaves, xp)
         del h
     if not leaves:
         return
@@ -165,18 +155,53 @@ def _single_argument_lines(slot: str, kind: int, fslot: str, i: int) -> list:
     return [f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}"]
 
 
-def _deferrer(p):
-    """``defer(h, grads, temps, leaves, xp)`` for prepared grad step ``p`` (made once per
-    step): straight code that gathers the GradLazyOp's arguments from handle ``h`` (forward
-    values or refs, gradient refs, zeros, shapes), makes it, and files its outputs as gradient
-    parts (or temporaries), as eager backward's written-out step (``tape.backward``) does with
-    values."""
+def _deferrer(h):
+    """``defer(h, grads, temps, leaves, xp)`` for handles of ``h``'s plan (made once per plan,
+    as eager backward's replay is): straight code that returns at once unless a gradient
+    arrived at one of the handle's outputs, then, per prepared grad step, gathers the
+    GradLazyOp's arguments (forward values or refs, gradient refs, zeros, shapes), makes it,
+    and files its outputs as gradient parts (or temporaries), as eager backward's written-out
+    step (``tape.backward``) does with values; last, it drops the gradients of the handle's
+    outputs."""
+    counts = _counts(h)
+    prepared = h.plan.backward
+    if prepared is None:
+        prepared = prepare(h.plan, counts)
     lines = ["def defer(h, grads, temps, leaves, xp):",
-             "    ins, outs = h.inputs, h.outputs",
-             *argument_lines(p, _argument_expression, _single_argument_lines)]
-    lines += ["    op = GradLazyOp(p.plan, args, None)",
-              "    op.wants = p.wants",
-              "    op.shapes = shapes = {}"]
+             "    ins, outs = h.inputs, h.outputs"]
+    outputs = []
+    for slot, n in counts[1].items():
+        for i in range(n):
+            o = f"o{len(outputs)}"
+            outputs.append(o)
+            lines += [f"    e = outs[{slot!r}][{i}]",
+                      f"    {o} = e.desc if type(e) is Variable else e"]
+    reached = " or ".join(f"{o} in grads" for o in outputs) or "False"
+    lines += [f"    if not ({reached}):", "        return"]
+    namespace = {"GradLazyOp": GradLazyOp, "Variable": Variable, "_pending": _pending,
+                 "_gradient": _gradient, "_out_gradient": _out_gradient, "_desc": _desc,
+                 "ShapeOnly": ShapeOnly, "temp_ids": _temp_ids}
+    for k, p in enumerate(prepared):
+        namespace[f"p{k}"] = p
+        lines += _step_lines(p, k)
+    if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
+        lines.append("    temps.clear()")
+    lines += [f"    grads.pop({o}, None)" for o in outputs]
+    name = f"<lazy backward of {prepared[0].plan.info.type if prepared else 'an op'}>"
+    exec(compile("\n".join(lines), name, "exec"), namespace)
+    if len(_deferrers) >= 4096:
+        _deferrers.clear()
+    defer = _deferrers[h.plan] = namespace["defer"]
+    return defer
+
+
+def _step_lines(p, k: int) -> list:
+    """The lines that defer prepared grad step ``p``, the ``k``-th of its forward op's
+    (``p<k>`` in the written-out function's namespace)."""
+    lines = [*argument_lines(p, _argument_expression, _single_argument_lines),
+             f"    op = GradLazyOp(p{k}.plan, args, None)",
+             f"    op.wants = p{k}.wants",
+             "    op.shapes = shapes = {}"]
     dests = []
     for n, (slot, duplicable, bound) in enumerate(p.outs):
         where = []
@@ -200,14 +225,7 @@ def _deferrer(p):
             where.append(f"d{n}_{j}")
         dests.append(f"({', '.join(where)},)" if where else "()")
     lines.append(f"    op.dests = ({', '.join(dests)},)" if dests else "    op.dests = ()")
-    namespace = {"p": p, "GradLazyOp": GradLazyOp, "Variable": Variable, "_pending": _pending,
-                 "_gradient": _gradient, "_out_gradient": _out_gradient, "_desc": _desc,
-                 "ShapeOnly": ShapeOnly, "temp_ids": _temp_ids}
-    exec(compile("\n".join(lines), f"<lazy backward of {p.plan.info.type}>", "exec"), namespace)
-    if len(_deferrers) >= 4096:
-        _deferrers.clear()
-    defer = _deferrers[p] = namespace["defer"]
-    return defer
+    return lines
 
 
 def _argument_expression(kind: int, fslot: str, i: int) -> str:

@@ -52,29 +52,42 @@ class Unit:
         self.handles = self.grads = self.reached = None
 
 
-def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None) -> None:
+def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
+              batch=None, gathered=None) -> bool:
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
-    gradient may flow back (the plan wants one)."""
+    gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
+    is also handed the batch's ``results`` and drops its inputs, in the same pass (as
+    ``batching._hand_out`` does): True if it was. ``gathered``: the sources of some inputs,
+    found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit)."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
-        return
+        return False
     unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
                 stacked_plan is not None)
-    unit.sources = _sources(ops, plan, ins)
-    _place(ops, unit)
+    unit.sources = _sources(ops, plan, ins, gathered)
+    if batch is None:
+        _place(ops, unit)
+        return False
+    _place(ops, unit, results, batch)
+    return True
 
 
-def _place(ops: list, unit) -> None:
+def _place(ops: list, unit, results=None, batch=None) -> None:
     """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
     it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
-    what only backward needed) and row, and file them where its tape's backward finds them."""
+    what only backward needed) and row, and file them where its tape's backward finds them;
+    with ``batch``, hand it the batch's ``results`` too (``note_unit``)."""
     ref = weakref.ref(unit)
     row = 0
     for op in ops:
         op.unit = ref
         op.row = row
+        if batch is not None:
+            op.results = results
+            op.batch = batch
+            op.args = None
         record = op.record
         if record is not None:
             records, index = record
@@ -101,15 +114,22 @@ def note_fused(groups: list) -> None:
                 _place(ops, unit)
 
 
-def _sources(ops: list, plan, ins):
-    """``Unit.sources`` of ``ops`` (their ``args`` still hold refs); None if an input that wants
-    a gradient comes from an op that ran without a unit."""
+def _sources(ops: list, plan, ins, gathered=None):
+    """``Unit.sources`` of ``ops`` (their ``args`` still hold refs), taking those ``gathered``
+    has; None if an input that wants a gradient comes from an op that ran without a unit."""
     sources = {}
     args = ops[0].args
     for slot, wants in plan.wants_grad.items():
         for i, wanted in enumerate(wants):
             if not wanted:
                 continue
+            if gathered:
+                pieces = gathered.get((slot, i))
+                if pieces is not None:
+                    if None in pieces:
+                        return None
+                    sources[(slot, i)] = pieces
+                    continue
             listed = type(args[slot]) is list
             chosen = ops[:1] if ins is not None and ins.get(slot) == SHARED else ops
             pieces = []

@@ -2,6 +2,7 @@
 separate sequences' loss, and DyNet's versions (when dynet38 is installed) give eager Tape's
 losses and gradients, with autobatching off and on."""
 import pathlib
+import re
 import sys
 import time
 
@@ -17,6 +18,7 @@ try:
     import dynamic
     import dynamic_models as models
     import harness
+    import lazy_steps
     import per_op
     from dynet_peer import DynetPeer, dynet_installed
 finally:
@@ -146,3 +148,13 @@ def test_without_dynet_the_benchmark_says_so_and_skips_its_rows(monkeypatch, cap
     assert "| DyNet, autobatching off | — (dynet not installed) |" in out
     assert "| DyNet, autobatching on | — (dynet not installed) |" in out
     assert "| Tape, lazy, recorded only (nothing computed) | " in out
+
+
+def test_lazy_steps_splits_a_step_into_record_execute_and_sgd(capsys):
+    """benchmarks/lazy_steps.py prints one line per workload with the minimum and median CPU
+    time of each phase of a lazy step."""
+    lazy_steps.main(["lm_batch", "--steps", "1"])
+    line = capsys.readouterr().out.strip()
+    figures = [float(f) for f in re.findall(r"(\d+\.\d+)", line)]
+    assert line.startswith("lm_batch: ms per step") and len(figures) == 6
+    assert all(f >= 0 for f in figures) and figures[1] > 0     # (recording takes time)

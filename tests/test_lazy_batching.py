@@ -284,6 +284,25 @@ def test_tree_lstm_gradients_over_16_trees_match_eager(kernel_calls):
     assert len(forward_calls) < eager_ops / 4, (len(forward_calls), eager_ops)
 
 
+def test_gradient_rows_for_an_earlier_batch_in_interleaved_runs_add_as_eager(kernel_calls):
+    """A batch of ops on 1 and 3 rows reads two earlier batches alternately (tanh, sigmoid,
+    tanh, sigmoid): its input gradient reaches each earlier batch in two separate runs of
+    rows, which are filed together; forward and gradients bit for bit unbatched."""
+    rng = np.random.default_rng(11)
+    xs = [Variable(floats(rng, (n, 4)), stop_gradient=False) for n in (1, 3, 1, 3, 3, 1)]
+
+    def build():
+        a = [ops.tanh(x) for x in xs]
+        b = [ops.sigmoid(x) for x in xs]
+        c = [ops.relu(v) for v in (a[0], b[1], a[2], b[3], a[4], b[5])]
+        return ops.reduce_sum(ops.concat(c + [ops.square(v) for v in a + b], axis=0))
+    batched = run_lazily(build, xs)
+    calls = sorted((t, arrays["X"].shape) for t, arrays in kernel_calls
+                   if t in ("tanh", "sigmoid", "relu"))
+    assert calls == [("relu", (12, 4)), ("sigmoid", (12, 4)), ("tanh", (12, 4))]
+    assert_unbatched_equal_bit_for_bit(build, xs, batched)
+
+
 def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
     """Later batches read an earlier batch's output whole, as a slice and as rows out of order;
     a part read alone is cut out: all bit for bit what unbatched execution computes."""

@@ -1,0 +1,86 @@
+"""Where a lazy 16-sample training step of ``dynamic.py`` spends its time: recording the graph,
+then executing it (``backward()``: the forward batches, the batched backward, freeing the
+tape), then SGD.
+
+Workloads: ``forest`` (Tree-LSTM, 16 trees per tape), ``lm_16`` (char LM, 16 separate
+sequences per tape) and ``lm_batch`` (the same 16 sequences batched by hand). The figures are
+the minimum and median CPU time (``time.process_time``) over the steps, after three warm-up
+steps. On a loaded machine these move by tens of percent; instructions do not: run
+``--child`` (the steps only, no output) under ``valgrind --tool=callgrind`` for 2 and for 4
+steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as valgrind knows no AVX-512, after one
+uncounted run that fills numba's disk cache) and halve the difference.
+
+    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import dynamic_models as models
+import numpy as np
+
+BUILDS = {"forest": (models.forest_samples, models.forest_tape),
+          "lm_16": (models.char_batch_samples, models.char_lm_16_tape),
+          "lm_batch": (models.char_batch_samples, models.char_lm_batch_tape)}
+
+
+def training(which: str):
+    """``step()`` of one lazy training step of workload ``which``: returns its record,
+    execute and SGD CPU seconds."""
+    import tape
+    import tape.layers  # noqa: F401  (the models use them)
+    import tape.optim
+    samples, build = BUILDS[which]
+    tape.seed(0)
+    params, (loss_of,) = build(tape, samples(np.random.default_rng(0)))
+    sgd = tape.optim.SGD(learning_rate=models.LEARNING_RATE)
+
+    def step():
+        with tape.lazy():
+            tape.reset_global_tape()
+            start = time.process_time()
+            loss = loss_of()
+            recorded = time.process_time()
+            loss.backward()
+            executed = time.process_time()
+        sgd(params)
+        return recorded - start, executed - recorded, time.process_time() - executed
+
+    for _ in range(3):
+        step()
+    return step
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", default=list(BUILDS),
+                        help=f"any of {', '.join(BUILDS)} (default: all)")
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--child", action="store_true",
+                        help="run the steps of the first workload only (for valgrind)")
+    args = parser.parse_args(argv)
+    unknown = [w for w in args.workloads if w not in BUILDS]
+    if unknown:
+        parser.error(f"unknown workload {', '.join(unknown)}: choose from {', '.join(BUILDS)}")
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(1)    # (as dynamic.py: numpy's BLAS on one thread)
+    except ImportError:
+        pass
+    if args.child:
+        step = training(args.workloads[0])
+        for _ in range(args.steps):
+            step()
+        return
+    for which in args.workloads:
+        step = training(which)
+        times = np.array([step() for _ in range(args.steps)]) * 1e3
+        low, middle = times.min(axis=0), np.median(times, axis=0)
+        print(f"{which}: ms per step, min (median) of {args.steps}: record {low[0]:.1f} "
+              f"({middle[0]:.1f}), execute {low[1]:.1f} ({middle[1]:.1f}), SGD {low[2]:.1f} "
+              f"({middle[2]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
