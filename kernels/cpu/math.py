@@ -96,13 +96,19 @@ def matmul_v2_grad(X, Y, dOut, trans_x, trans_y, wants):
 
 @kernel("scale", types=(*FLOAT_TYPES, dtypes.INT32, dtypes.INT64))
 def scale(X, scale, bias, bias_after_scale):
+    # Paddle's ``scale * X + bias`` (or ``scale * (X + bias)``), the attributes in X's type
+    # first; a step is left out only where it cannot change a bit: x * 1.0 and x + (-0.0) are
+    # x, but x + 0.0 is not (-0.0 + 0.0 is +0.0). ``x * c`` records a -0.0 bias: one pass.
     if X.dtype.kind == "i":     # Paddle casts the attributes to X's type (toward zero)
         scale, bias = int(scale), int(bias)
-    # On the hot path (``v * 2.0``, ``v + 1.0``): one pass when bias or scale is trivial.
-    if bias == 0.0:
+        if bias == 0:
+            return X * scale
+    elif bias == 0.0 and math.copysign(1.0, bias) < 0.0:
         return X * scale
     if not bias_after_scale:
-        bias *= scale
+        out = X + bias
+        out *= scale
+        return out
     if scale == 1.0:
         return X + bias
     out = X * scale
