@@ -5,6 +5,9 @@ Paddle's scale is ``scale * X + bias`` (``bias_after_scale``) or ``scale * (X + 
 both attributes cast to X's dtype first; a +0.0 bias turns a -0.0 product into +0.0. The
 operators ``x * c``, ``x / c`` and ``-x`` record a -0.0 bias, which adds nothing to any value,
 so they give IEEE's product, as numpy does.
+
+Every case runs with the checks on (the suite's setting: the kernel function itself runs) and
+off (the eager path then calls the plan's own call, ``scale.with_attrs``, where one applies).
 """
 import math
 
@@ -19,6 +22,13 @@ SPECIALS = [-0.0, 0.0, 1.0, -1.0, 1e-45, -1e-45, 3.0e38, np.inf, -np.inf, np.nan
 # (scale, bias, bias_after_scale): zeros of both signs for each attribute, and ordinary values
 ATTRS = [(s, b, after) for s in (1.0, -1.0, 0.0, -0.0, 1.5, 1e-30) for b in (0.0, -0.0, 0.25)
          for after in (True, False)]
+
+
+@pytest.fixture(params=["checks on", "checks off"])
+def checks(request, restore_flags):
+    if request.param == "checks off":
+        tape.set_flags({"FLAGS_enable_unused_var_check": False, "FLAGS_check_nan_inf": False})
+    return request.param
 
 
 def _paddle_formula(x, scale, bias, bias_after_scale):
@@ -37,7 +47,7 @@ def _bits(a):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("scale, bias, bias_after_scale", ATTRS)
-def test_scale_is_paddles_formula_bit_for_bit(dtype, scale, bias, bias_after_scale):
+def test_scale_is_paddles_formula_bit_for_bit(checks, dtype, scale, bias, bias_after_scale):
     rng = np.random.default_rng(0)
     x = np.concatenate([np.asarray(SPECIALS, dtype), rng.standard_normal(20).astype(dtype)])
     with np.errstate(all="ignore"):
@@ -47,7 +57,7 @@ def test_scale_is_paddles_formula_bit_for_bit(dtype, scale, bias, bias_after_sca
     assert _bits(got) == _bits(_paddle_formula(x, scale, bias, bias_after_scale))
 
 
-def test_adding_a_zero_to_a_negative_zero_gives_a_positive_zero(mode):
+def test_adding_a_zero_to_a_negative_zero_gives_a_positive_zero(checks, mode):
     x = tape.Variable(np.array([-0.0, 0.0, -1.0], np.float32))
     assert np.signbit((x + 0.0).value()).tolist() == [False, False, True]
     assert np.signbit((0.0 + x).value()).tolist() == [False, False, True]
@@ -56,7 +66,7 @@ def test_adding_a_zero_to_a_negative_zero_gives_a_positive_zero(mode):
 
 
 @pytest.mark.parametrize("c", [1.5, -1.5, 1.0, -1.0, 0.0, -0.0, 1e-30, np.inf])
-def test_number_operators_give_ieee_results(mode, c):
+def test_number_operators_give_ieee_results(checks, mode, c):
     values = np.array(SPECIALS, np.float32)
     x = tape.Variable(values)
     with np.errstate(all="ignore"):
@@ -72,7 +82,7 @@ def test_number_operators_give_ieee_results(mode, c):
         assert _bits(got[name]) == _bits(expected[name]), name
 
 
-def test_the_gradient_of_a_product_by_a_number_is_that_number():
+def test_the_gradient_of_a_product_by_a_number_is_that_number(checks):
     x = tape.Variable(np.array([1.0, -2.0], np.float32), stop_gradient=False)
     for c in (2.0, -0.5):
         tape.reset_global_tape()

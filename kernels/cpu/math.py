@@ -116,6 +116,23 @@ def scale(X, scale, bias, bias_after_scale):
     return out
 
 
+def _scale_with_attrs(attrs: dict, dtype: int):
+    """``scale`` for one plan's attributes, on floats, as ``positional`` calls it: the two
+    commonest cases (``x * c``: a -0.0 bias; ``x + c``: scale 1) as one ufunc with nothing
+    left to decide per call; None (the general kernel) for the rest."""
+    if dtype not in dtypes.FLOATING or not attrs["bias_after_scale"]:
+        return None
+    factor, bias = attrs["scale"], attrs["bias"]
+    if bias == 0.0 and math.copysign(1.0, bias) < 0.0:
+        return lambda attrs, wants, X, ScaleTensor=None, BiasTensor=None: X * factor
+    if factor == 1.0:
+        return lambda attrs, wants, X, ScaleTensor=None, BiasTensor=None: X + bias
+    return None
+
+
+scale.with_attrs = _scale_with_attrs
+
+
 @kernel("sum")
 def sum_inputs(X):
     if len(X) == 1:
