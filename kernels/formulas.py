@@ -297,11 +297,14 @@ def negative(x):
 
 def scaled(x, factor, bias, mode):
     """``scale``'s kernel: ``x * factor`` (mode 0), ``x + bias`` (1), ``x * factor + bias``
-    (2, two roundings), with factor and bias already in x's dtype."""
+    (2, two roundings), ``(x + bias) * factor`` (3), with factor and bias already in x's
+    dtype."""
     if mode == 0:
         return x * factor
     if mode == 1:
         return x + bias
+    if mode == 3:
+        return (x + bias) * factor
     return x * factor + bias
 
 

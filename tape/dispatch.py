@@ -50,7 +50,7 @@ class CallPlan:
         self.dtype = dtype
         self.kernel = info.kernel(place, dtype)
         self.call = self.kernel.call
-        self.direct = _positional(self.kernel, info)
+        self.direct = _positional(self.kernel, info, attrs, dtype)
         self.specs = specs = specs or {}
         differentiable = info.differentiable_outputs
         self.outputs = tuple(
@@ -131,9 +131,13 @@ def invoke(plan: CallPlan, arrays: dict, wants=None, names: dict | None = None) 
     return result if len(plan.outputs) != 1 else (result,)
 
 
-def _positional(kernel, info: OpInfo):
-    """``kernel.positional``, or for a stand-in kernel with only ``call`` (tests), the same call
-    made from it."""
+def _positional(kernel, info: OpInfo, attrs: dict, dtype: int):
+    """The kernel's call for one plan: ``kernel.for_attrs(attrs, dtype)`` (the kernel with
+    these attributes fixed, when it offers one), else ``kernel.positional``; for a stand-in
+    kernel with only ``call`` (tests), the same call made from it."""
+    for_attrs = getattr(kernel, "for_attrs", None)
+    if for_attrs is not None:
+        return for_attrs(attrs, dtype)
     positional = getattr(kernel, "positional", None)
     if positional is not None:
         return positional

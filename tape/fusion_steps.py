@@ -231,9 +231,10 @@ def _accumulation_node(op):
 
 
 def _scale_scalars(scale: float, bias: float, bias_after_scale: bool) -> tuple:
-    """(factor, bias, mode) of ``formulas.scaled``, as ``kernels/cpu/math.scale`` computes."""
-    if bias == 0.0:
+    """(factor, bias, mode) of ``formulas.scaled``, as ``kernels/cpu/math.scale`` computes:
+    the add left out only for a -0.0 bias (x + 0.0 turns -0.0 into +0.0)."""
+    if bias == 0.0 and math.copysign(1.0, bias) < 0.0:
         return scale, 0.0, 0
     if not bias_after_scale:
-        bias *= scale
+        return scale, bias, 3
     return scale, bias, 1 if scale == 1.0 else 2

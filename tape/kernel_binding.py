@@ -19,8 +19,12 @@ class Kernel:
 
     ``call(ins, attrs, wants)`` runs it on ``{slot: array}``; ``positional(attrs, wants, *arrays)``
     runs it on one array (or list, or None) per input slot in the op's slot order, which spares
-    the eager hot path a dict per call. ``reads()`` says which input slots it reads, for the
-    unused-input check: the slots whose parameters its body loads, found once from the bytecode.
+    the eager hot path a dict per call. ``for_attrs(attrs, dtype)`` is the ``positional`` call of
+    one CallPlan: a kernel function with a ``with_attrs(attrs, dtype)`` attribute may return
+    there a function of the same arguments with the attributes' decisions made once (``scale``:
+    ``x * c`` with nothing else to decide), or None for the general one. ``reads()`` says which
+    input slots it reads, for the unused-input check: the slots whose parameters its body
+    loads, found once from the bytecode (the checks run ``call``, the function itself).
     """
 
     __slots__ = ("fn", "call", "positional", "_params", "_reads")
@@ -58,6 +62,11 @@ class Kernel:
         arrays = "".join(f", a{i}" for i in range(len(info.inputs)))
         self.positional = eval(f"lambda attrs, wants{arrays}: fn({', '.join(positional)})",
                                {"fn": self.fn})
+
+    def for_attrs(self, attrs: dict, dtype: int):
+        with_attrs = getattr(self.fn, "with_attrs", None)
+        fixed = None if with_attrs is None else with_attrs(attrs, dtype)
+        return self.positional if fixed is None else fixed
 
     def reads(self) -> tuple[frozenset, frozenset]:
         """``(read, shape_only)``: the input slots whose values the kernel's body loads, and

@@ -83,11 +83,13 @@ def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
 _SCALE = op_info("scale")
 
 
-def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
+def _scale(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variable:
     """``scale * x + bias`` as one ``scale`` op: ``x * 2.0`` and ``x + 1.0`` are the commonest
     ops of all. Its attributes and their signature are made once per (scale, bias), both
     always floats here, and neither a zero taken from the caller's operand: -0.0 == 0.0 would
-    find the other zero's attributes (``_scale_signed`` takes those)."""
+    find the other zero's attributes (``_scale_signed`` takes those). A product's bias is
+    -0.0, the one that adds nothing (``x * c`` stays IEEE's product, -0.0 included, where
+    Paddle's scale would turn -0.0 + 0.0 into +0.0; the kernel then skips the add)."""
     attrs = _scale_attrs.get((scale, bias))
     if attrs is None:
         attrs = _scale_attrs_of(scale, bias)
@@ -116,7 +118,7 @@ def _scale_attrs_of(scale: float, bias: float, key=None) -> tuple:
     return made
 
 
-def _scale_signed(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
+def _scale_signed(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variable:
     """``_scale`` for values that may be a zero of either sign (the operand of the general
     operators, a zero float): remembered under a key that holds the signs too."""
     key = (scale, bias, math.copysign(1.0, scale), math.copysign(1.0, bias))
@@ -159,7 +161,7 @@ def _rsub_float(self, other):
 
 def _mul_float(self, other):
     if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, other, 0.0)
+        return _scale(self, other)
     return _mul(self, other)
 
 
@@ -167,7 +169,7 @@ def _truediv_float(self, other):
     if type(other) is float and other and self.desc.dtype in _FLOATING:
         scale = 1.0 / other
         if scale:   # (a zero when other is infinite: the general way keeps its sign)
-            return _scale(self, scale, 0.0)
+            return _scale(self, scale)
     return _truediv(self, other)
 
 

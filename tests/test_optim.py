@@ -430,3 +430,32 @@ def test_update_ops_reject_bad_inputs_before_any_kernel(op, inputs, attrs, messa
     forbid_kernels(op)
     with pytest.raises(tape.InvalidArgumentError, match=message):
         run_op(op, inputs, attrs)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "grad transposed"])
+@pytest.mark.parametrize("size", [(3, 4), (80, 64)])     # numpy's path, and numba's (>= 4096)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sgd_updates_the_parameter_in_place_bit_for_bit(dtype, size, layout):
+    rng = np.random.default_rng(1)
+    param = rng.standard_normal(size).astype(dtype)
+    grad = rng.standard_normal(size).astype(dtype)
+    if layout == "transposed":
+        param, grad = param.T, grad.T
+    elif layout == "grad transposed":
+        grad = np.ascontiguousarray(grad.T).T
+    lr = np.array([0.1], np.float32)
+    expected = param - dtype(lr.item()) * grad
+    out = run_op("sgd", {"Param": param, "LearningRate": lr, "Grad": grad})["ParamOut"][0]
+    np.testing.assert_array_equal(out.value(), expected)
+
+
+def test_sgd_on_a_float16_master_param_updates_both():
+    rng = np.random.default_rng(2)
+    master = rng.standard_normal(8).astype(np.float32)
+    grad = rng.standard_normal(8).astype(np.float16)
+    lr = np.array([0.5], np.float32)
+    expected = master - np.float32(0.5) * grad.astype(np.float32)
+    outs = run_op("sgd", {"Param": master.astype(np.float16), "LearningRate": lr, "Grad": grad,
+                          "MasterParam": master}, {"multi_precision": True})
+    np.testing.assert_array_equal(outs["MasterParamOut"][0].value(), expected)
+    np.testing.assert_array_equal(outs["ParamOut"][0].value(), expected.astype(np.float16))

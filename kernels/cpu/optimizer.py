@@ -66,6 +66,14 @@ def _sgd_fused(param, grad, lr):
 
 @kernel("sgd", types=dtypes.FLOATING)
 def sgd(Param, LearningRate, Grad, MasterParam):
+    if MasterParam is None:
+        # the common case, on the arrays themselves: a float32 or float64 parameter and a
+        # gradient of its dtype, both C-contiguous (what the general path makes them anyway)
+        dtype = Param.dtype
+        if dtype == Grad.dtype and dtype.itemsize >= 4 and Param.flags.c_contiguous \
+                and Grad.flags.c_contiguous:
+            _sgd_fused(Param.reshape(-1), Grad.reshape(-1), dtype.type(LearningRate.item()))
+            return Param, None
     source = Param if MasterParam is None else MasterParam
     dtype = _compute_dtype(source)
     param = _flat(source, dtype)
