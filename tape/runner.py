@@ -36,6 +36,7 @@ def make_runner(info, env: dict, lazy: bool = False):
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
     key, arrays, positional, stale, entries = [], [], [], [], []
+    flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
         lines += _gather(i, name, duplicable, dispensable, first=i == 0)
         if duplicable or dispensable:
@@ -49,6 +50,9 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
                            f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
                            f"else v.desc for v in vs{i}]")
+            flat.append(f"    e{i} = [v if {name!r} in keeps or not (v.desc.stop_gradient or "
+                        f"v._tape) else v.desc for v in vs{i}] if vs{i} else ()")
+            parts.append(f"*e{i}")
         else:
             guard = f"v{i} is not None and " if dispensable else ""
             stale.append(f"    if {guard}v{i}._tape and v{i}._tape != tape.serial and "
@@ -58,6 +62,10 @@ def make_runner(info, env: dict, lazy: bool = False):
                      f"else d{i}]")
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
+            one = entry[1:-1]
+            flat.append(f"    e{i} = ({one},) if v{i} is not None else ()" if dispensable
+                        else f"    e{i} = {one}")
+            parts.append(f"*e{i}" if dispensable else f"e{i}")
     lines += [
         "    if sig is None:     # (``signature``, written out for attributes with no zero or NaN)",
         "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
@@ -104,23 +112,35 @@ def make_runner(info, env: dict, lazy: bool = False):
         f"        return defer(plan, arrays, make_outputs(plan, {result}, outputs, False, 0, "
         "place, None), None)" if lazy else
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
-        "    keeps = info.slot_names if tape.tracing else info.keeps",
-        "    entries = {}",
-        *entries,
-        "    outs = {}",
-        *([] if lazy else _made_lines(info, single, True)),
-        f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
-        "(keeps, outs))",
-        "    tape._ops.append(OpHandle(plan, entries, outs))",
-        "    return defer(plan, arrays, produced, tape)" if lazy else "    return produced",
-    ]
+        "    keeps = info.slot_names if tape.tracing else info.keeps"]
+    if lazy:
+        lines += [
+            "    entries = {}",
+            *entries,
+            "    outs = {}",
+            f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, "
+            "place, (keeps, outs))",
+            "    tape._ops.append(OpHandle(plan, entries, outs))",
+            "    return defer(plan, arrays, produced, tape)"]
+    else:   # one tuple of entries (EagerHandle), not a dict and a list per slot
+        lines += [
+            *flat,
+            *_made_lines(info, single, True, parts),
+            "    outs = {}",
+            f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, "
+            "place, (keeps, outs))",
+            "    h = new(EagerHandle)",
+            f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
+            "*[e for es in outs.values() for e in es],)",
+            "    tape._ops.append(h)",
+            "    return produced"]
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      invoke=invoke, _infer_new=_infer_new, Variable=Variable,
                      check_stale=_check_stale, stale_error=_stale_error,
                      spent_error=_spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=_count_error,
                      not_variable=_not_variable, VarDesc=VarDesc, new=object.__new__,
-                     DENSE_TENSOR=DENSE_TENSOR,
+                     DENSE_TENSOR=DENSE_TENSOR, EagerHandle=env["EagerHandle"],
                      common_place=_common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
@@ -131,13 +151,20 @@ def make_runner(info, env: dict, lazy: bool = False):
     return namespace["run"]
 
 
-def _made_lines(info, single: bool, recorded: bool) -> list:
+def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -> list:
     """Lines that make an eager op's new outputs from ``made`` (``CallPlan.made``) and return
     them, when it is not None; what ``make_outputs`` does, written out for the op's slots (a
-    call and a loop less per op, and no VarDesc or Variable constructor call)."""
-    lines = ["    if made is not None:", "        produced = {}"]
+    call and a loop less per op, and no VarDesc or Variable constructor call). A ``recorded``
+    op's handle is an EagerHandle of the input entries' ``parts`` and the outputs' (an op
+    whose shape rule left a required output undescribed takes the generic path)."""
+    required = [n for n, slot in enumerate(info.outputs)
+                if recorded and not (slot.duplicable or slot.dispensable)]
+    lines = ["    if made is not None"
+             + "".join(f" and made[{n}] is not None" for n in required) + ":",
+             "        produced = {}"]
     if recorded:
         lines.append("        serial = tape.serial")
+    outs = []
     for n, slot in enumerate(info.outputs):
         value, name = "result" if single else f"result[{n}]", repr(slot.name)
         lines += [f"        m = made[{n}]", "        if m is not None:"]
@@ -148,16 +175,20 @@ def _made_lines(info, single: bool, recorded: bool) -> list:
                       "                vs.append(v)",
                       f"            produced[{name}] = vs"]
             if recorded:
-                lines.append(f"            outs[{name}] = vs if {name} in keeps else "
-                             f"[v.desc for v in vs]")
+                lines.append(f"            o{n} = vs if {name} in keeps else [v.desc for v in vs]")
         else:
             lines += [*_variable_lines("            ", value, recorded),
                       f"            produced[{name}] = [v]"]
             if recorded:
-                lines.append(f"            outs[{name}] = [v] if {name} in keeps else [d]")
+                lines.append(f"            o{n} = {'v' if n in required else '(v,)'} if {name} "
+                             f"in keeps else {'d' if n in required else '(d,)'}")
+        if recorded:
+            if n not in required:
+                lines += ["        else:", f"            o{n} = ()"]
+            outs.append(f"o{n}" if n in required else f"*o{n}")
     if recorded:
-        lines += ["        h = new(OpHandle)",
-                  "        h.plan, h.inputs, h.outputs = plan, entries, outs",
+        lines += ["        h = new(EagerHandle)",
+                  f"        h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts + outs)})",
                   "        tape._ops.append(h)"]
     return lines + ["        return produced"]
 
