@@ -82,13 +82,6 @@ class EagerHandle(OpHandle):
         return slots
 
 
-def eager_handle(plan: CallPlan, entries: tuple) -> EagerHandle:
-    """An EagerHandle of ``plan`` holding ``entries`` (the runners write this out inline)."""
-    h = object.__new__(EagerHandle)
-    h.plan, h.entries = plan, entries
-    return h
-
-
 def entry_layout(plan: CallPlan) -> tuple:
     """``(((input slot, count), ...), ((output slot, count), ...))``: how an EagerHandle of
     ``plan`` lays out its entries. The plan's signature fixes it: which optional input slots
