@@ -38,8 +38,20 @@ class OpHandle:
         return f"OpHandle({names(self.outputs)} = {self.type}({names(self.inputs)}))"
 
 
-_inputs_slot = OpHandle.__dict__["inputs"]
-_outputs_slot = OpHandle.__dict__["outputs"]
+def _slot_view(slot: str, which: int) -> property:
+    """An EagerHandle's ``inputs`` (``which`` 0) or ``outputs`` (1) as ``{slot: [entry]}``,
+    made from its entries when first read and then kept in OpHandle's slot of that name."""
+    kept = OpHandle.__dict__[slot]
+
+    def view(self) -> dict:
+        try:
+            return kept.__get__(self)
+        except AttributeError:
+            made = self._slots()[which]
+            kept.__set__(self, made)
+            return made
+
+    return property(view, doc=f"``{{slot: [entry]}}`` of the op's {slot}.")
 
 
 class EagerHandle(OpHandle):
@@ -55,23 +67,8 @@ class EagerHandle(OpHandle):
 
     __slots__ = ("entries",)
 
-    @property
-    def inputs(self) -> dict:
-        try:
-            return _inputs_slot.__get__(self)
-        except AttributeError:
-            ins, _ = self._slots()
-            _inputs_slot.__set__(self, ins)
-            return ins
-
-    @property
-    def outputs(self) -> dict:
-        try:
-            return _outputs_slot.__get__(self)
-        except AttributeError:
-            _, outs = self._slots()
-            _outputs_slot.__set__(self, outs)
-            return outs
+    inputs = _slot_view("inputs", 0)
+    outputs = _slot_view("outputs", 1)
 
     def _slots(self) -> tuple:
         entries, at, slots = self.entries, 0, ({}, {})
