@@ -50,8 +50,9 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
                            f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
                            f"else v.desc for v in vs{i}]")
-            flat.append(f"    e{i} = [v if {name!r} in keeps or not (v.desc.stop_gradient or "
-                        f"v._tape) else v.desc for v in vs{i}] if vs{i} else ()")
+            flat.append(f"    e{i} = vs{i} if vs{i} else ()" if name in info.keeps else
+                        f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
+                        f"else v.desc for v in vs{i}] if vs{i} else ()")
             parts.append(f"*e{i}")
         else:
             guard = f"v{i} is not None and " if dispensable else ""
@@ -62,7 +63,8 @@ def make_runner(info, env: dict, lazy: bool = False):
                      f"else d{i}]")
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
-            one = entry[1:-1]
+            one = (f"v{i}" if name in info.keeps else
+                   f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
             flat.append(f"    e{i} = ({one},) if v{i} is not None else ()" if dispensable
                         else f"    e{i} = {one}")
             parts.append(f"*e{i}" if dispensable else f"e{i}")
@@ -103,7 +105,8 @@ def make_runner(info, env: dict, lazy: bool = False):
     result = "(result,)" if single and not lazy else "result"
     lines += [
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
-        "    record = grad_flows or tape.tracing",
+        "    tracing = tape.tracing",
+        "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
         *([] if lazy else ["    made = plan.made if outputs is None else None"]),
@@ -112,9 +115,10 @@ def make_runner(info, env: dict, lazy: bool = False):
         f"        return defer(plan, arrays, make_outputs(plan, {result}, outputs, False, 0, "
         "place, None), None)" if lazy else
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
-        "    keeps = info.slot_names if tape.tracing else info.keeps"]
+    ]
     if lazy:
         lines += [
+            "    keeps = info.slot_names if tracing else info.keeps",
             "    entries = {}",
             *entries,
             "    outs = {}",
@@ -126,6 +130,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         lines += [
             *flat,
             *_made_lines(info, single, True, parts),
+            "    keeps = info.slot_names if tracing else info.keeps",
             "    outs = {}",
             f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, "
             "place, (keeps, outs))",
@@ -175,13 +180,15 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
                       "                vs.append(v)",
                       f"            produced[{name}] = vs"]
             if recorded:
-                lines.append(f"            o{n} = vs if {name} in keeps else [v.desc for v in vs]")
+                lines.append(f"            o{n} = vs" if slot.name in info.keeps else
+                             f"            o{n} = vs if tracing else [v.desc for v in vs]")
         else:
             lines += [*_variable_lines("            ", value, recorded),
                       f"            produced[{name}] = [v]"]
             if recorded:
-                lines.append(f"            o{n} = {'v' if n in required else '(v,)'} if {name} "
-                             f"in keeps else {'d' if n in required else '(d,)'}")
+                kept, desc = ("v", "d") if n in required else ("(v,)", "(d,)")
+                lines.append(f"            o{n} = {kept}" if slot.name in info.keeps else
+                             f"            o{n} = {kept} if tracing else {desc}")
         if recorded:
             if n not in required:
                 lines += ["        else:", f"            o{n} = ()"]
