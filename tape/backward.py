@@ -76,7 +76,7 @@ def _write_replay(prepared: tuple, counts: tuple):
     reached = " or ".join(f"{o} in grads" for o in outputs.values()) or "False"
     lines += [f"    if not ({reached}):", "        return"]
     namespace = {"invoke": invoke, "flags": _flags, "Variable": Variable,
-                 "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
+                 "_grad_names": _grad_names, "_desc": _desc,
                  "_shape_of": _shape_of, "_zeros": _zeros, "shape_only": shape_only,
                  "_shape_only_cache": _shape_only_cache}
     for n, p in enumerate(prepared):
@@ -100,7 +100,7 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
     that hold the forward outputs' VarDescs; ``at`` gives each forward entry's position in
     the handle's ``entries``."""
     def value(kind, fslot, i):
-        return _value_expression(kind, fslot, i, at)
+        return _value_expression(kind, fslot, i, at, outputs)
 
     ginfo = p.plan.info
     index = {s.name: k for k, s in enumerate(ginfo.inputs)}
@@ -112,13 +112,16 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
         k = index[slot]
         given.append((slot, k))
         if duplicable:
-            values = ", ".join(value(*ref) for ref in bound)
-            lines.append(f"    x{k} = [v for v in ({values},) if v is not None]")
-        elif bound[0][0] == OUT_GRAD:       # (``_out_grad``, written out)
-            o = outputs[bound[0][1:]]
-            lines += [f"    x{k} = grads.get({o})",
-                      f"    if x{k} is None:",
-                      f"        x{k} = _zeros(h, {o})"]
+            values = []
+            for j, (kind, fslot, i) in enumerate(bound):
+                if kind == OUT_GRAD:
+                    lines += _out_grad_lines(f"x{k}_{j}", outputs[fslot, i])
+                    values.append(f"x{k}_{j}")
+                else:
+                    values.append(value(kind, fslot, i))
+            lines.append(f"    x{k} = [v for v in ({', '.join(values)},) if v is not None]")
+        elif bound[0][0] == OUT_GRAD:
+            lines += _out_grad_lines(f"x{k}", outputs[bound[0][1:]])
         elif bound[0][0] in (META_IN, META_OUT):    # (``_shape_of``, written out)
             kind, fslot, i = bound[0]
             lines += [f"    e = es[{at[FWD_IN if kind == META_IN else FWD_OUT, fslot, i]}]",
@@ -197,18 +200,27 @@ def gradient_target_lines(fslot: str, i: int, indent: str, entry: str | None = N
                                        "    d = e")]
 
 
-def _value_expression(kind: int, fslot: str, i: int, at: dict) -> str:
+def _out_grad_lines(target: str, o: str) -> list:
+    """Lines that bind ``target`` to the gradient of the forward output whose VarDesc local
+    ``o`` holds, zeros when none arrived."""
+    return [f"    {target} = grads.get({o})",
+            f"    if {target} is None:",
+            f"        {target} = _zeros(h, {o})"]
+
+
+def _value_expression(kind: int, fslot: str, i: int, at: dict, outputs: dict) -> str:
     """What a written-out step evaluates for a grad-op input bound as ``(kind, fslot, i)``
-    (``at``: the positions of the handle's entries): None for an optional gradient that never
-    arrived."""
+    (``at``: the positions of the handle's entries; ``outputs``: the locals holding its
+    outputs' VarDescs): None for an optional gradient that never arrived. (An output's
+    gradient, zeros when none arrived, is bound by ``_out_grad_lines``.)"""
     if kind == TEMP:
         return f"temps[{fslot!r}]"
+    if kind == OPT_OUT_GRAD:
+        return f"grads.get({outputs[fslot, i]})"
     e = f"es[{at[FWD_IN if kind in (FWD_IN, META_IN, IN_GRAD) else FWD_OUT, fslot, i]}]"
     if kind == FWD_IN or kind == FWD_OUT:
         return f"{e}._value"
-    if kind == OUT_GRAD:
-        return f"_out_grad(h, grads, {e})"
-    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
+    if kind == IN_GRAD:
         return f"grads.get(_desc({e}))"
     return f"_shape_of({e})"
 
@@ -260,13 +272,6 @@ def shape_only(shape, dtype) -> np.ndarray:
 
 def _desc(entry):
     return entry.desc if type(entry) is Variable else entry
-
-
-def _out_grad(h, grads, entry):
-    """The gradient of forward output ``entry``, zeros when none arrived."""
-    d = _desc(entry)
-    g = grads.get(d)
-    return g if g is not None else _zeros(h, d)
 
 
 def _zeros(h, d):
