@@ -87,15 +87,17 @@ def test_recording_tracks_few_objects_per_op():
     gc.collect()
     gc.disable()
     try:
-        before = {id(o) for o in gc.get_objects()}
+        alive = gc.get_objects()    # (held, so no new object can reuse the id of one of them)
+        before = {id(o) for o in alive}
         state = record()
         recorded = tape.get_global_tape()._ops
         grown = {}
         for o in gc.get_objects():
-            if id(o) not in before and o is not recorded and o is not state:
+            if id(o) not in before and all(o is not x for x in (recorded, state, alive, before)):
                 grown[type(o)] = grown.get(type(o), 0) + 1
         ops = len(recorded)
     finally:
+        alive = None
         gc.enable()
     assert ops >= 40 and grown.get(EagerHandle) == ops
     assert grown.get(dict, 0) == 0 and grown.get(list, 0) == 0, grown
