@@ -16,8 +16,16 @@ from . import place as _places
 from .attr_signature import is_exact, signature
 from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
-from .errors import InvalidArgumentError, PreconditionNotMetError
+from .errors import InvalidArgumentError
 from .place import CPU
+from .runner_checks import (
+    check_stale,
+    common_place,
+    count_error,
+    not_variable,
+    spent_error,
+    stale_error,
+)
 from .variable import Variable, new_variable
 
 
@@ -141,12 +149,12 @@ def make_runner(info, env: dict, lazy: bool = False):
             "    return produced"]
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      invoke=invoke, _infer_new=_infer_new, Variable=Variable,
-                     check_stale=_check_stale, stale_error=_stale_error,
-                     spent_error=_spent_error, make_outputs=make_outputs,
-                     named_outputs=named_outputs, count_error=_count_error,
-                     not_variable=_not_variable, VarDesc=VarDesc, new=object.__new__,
+                     check_stale=check_stale, stale_error=stale_error,
+                     spent_error=spent_error, make_outputs=make_outputs,
+                     named_outputs=named_outputs, count_error=count_error,
+                     not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
                      DENSE_TENSOR=DENSE_TENSOR, EagerHandle=env["EagerHandle"],
-                     common_place=_common_place, gather_many=_gather_many,
+                     common_place=common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
         namespace.update(defer=env["defer"], pending_result=env["pending_result"],
@@ -293,13 +301,13 @@ def _gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
     key, arrays = [len(vs)], []
     for v in vs:
         if not isinstance(v, Variable):
-            raise _not_variable(info, name, v)
+            raise not_variable(info, name, v)
         d = v.desc
         value = v._value
         if value is None:
             value = unset(info, name, v)
         if v.place is not place:
-            place = _common_place(info, inputs, place, name, v)
+            place = common_place(info, inputs, place, name, v)
         key.append((d.shape, d.dtype, d.stop_gradient))
         arrays.append(value)
     return tuple(key), arrays, place
@@ -355,71 +363,5 @@ def named_outputs(plan, outputs: dict | None) -> dict:
     return outputs
 
 
-# ---- the errors a runner raises, named by op and slot ----
-
-def _count_error(info, name: str, vs) -> InvalidArgumentError:
-    if not vs:
-        return InvalidArgumentError(f"{info.type}: input '{name}' is required but was not "
-                                    f"given")
-    return InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, received "
-                                f"{len(vs)}")
-
-
-def _not_variable(info, name: str, value) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, received "
-                                f"{type(value).__name__}")
-
-
 def no_value(info, name: str, desc) -> InvalidArgumentError:
     return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
-
-
-def _common_place(info, inputs: dict, place, name: str, v):
-    """The op's place once ``v`` of slot ``name`` is seen: its own for the first input, else
-    ``place``; an input on another place is an error."""
-    if place is None:
-        return v.place
-    if v.place == place:
-        return place
-    first_slot, first = next((slot, inputs[slot][0]) for slot, _, _ in info.slot_specs
-                             if inputs.get(slot))
-    raise InvalidArgumentError(
-        f"{info.type}: input '{name}' ({v.name}) is on {v.place} but input '{first_slot}' "
-        f"({first.name}) is on {first.place}; an op runs on one place: move one of them with "
-        f"Variable.to(place)")
-
-
-def _check_stale(tape, info, name: str, vs) -> None:
-    for v in vs:
-        if v._tape and v._tape != tape.serial and not v.desc.stop_gradient:
-            raise _stale_error(info, name, v)
-
-
-_spent_serials: set = set()     # tapes backward has spent (recent ones)
-
-
-def tape_spent(serial: int) -> None:
-    """Note that backward spent tape ``serial`` (for the message of a later stale input)."""
-    if len(_spent_serials) >= 4096:
-        _spent_serials.clear()
-    _spent_serials.add(serial)
-
-
-def fate(serial: int) -> str:
-    """What became of tape ``serial``, for an error about a Variable it computed."""
-    if serial in _spent_serials:
-        return "backward has spent (it released the ops a gradient would flow through)"
-    return "has since been reset"
-
-
-def _stale_error(info, name: str, v) -> PreconditionNotMetError:
-    return PreconditionNotMetError(
-        f"{info.type}: input '{name}' ({v.name}) was computed on a tape that {fate(v._tape)}, "
-        f"so no gradient can flow through it; call {v.name}.detach() to use its value as a "
-        f"constant")
-
-
-def _spent_error(info) -> PreconditionNotMetError:
-    return PreconditionNotMetError(
-        f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() before "
-        f"recording a new computation")

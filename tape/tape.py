@@ -11,7 +11,8 @@ from .backward import run_backward
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .handles import EagerHandle, OpHandle
 from .registry import OpInfo, op_info
-from .runner import fate, make_runner, tape_spent
+from .runner import make_runner
+from .runner_checks import fate, tape_spent
 from .variable import Variable
 
 _serials = itertools.count(1)
