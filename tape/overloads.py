@@ -15,7 +15,7 @@ from . import dtypes, ops
 from .attr_signature import signature
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import Tape, _local, get_global_tape
+from .tape import LazyTape, Tape, _local, get_global_tape
 from .variable import Variable, as_variable
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -75,6 +75,8 @@ def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
         t = get_global_tape()
     if type(t) is Tape and info.runner is not None:
         return info.runner(t, inputs, attrs, None, sig)["Out"][0]
+    if type(t) is LazyTape:
+        return t.run(info, inputs, attrs, None, sig)["Out"][0]
     return t.run(info, inputs, attrs)["Out"][0]
 
 
@@ -94,6 +96,8 @@ def _scale(x: Variable, scale: float = 1.0, bias: float = 0.0) -> Variable:
         t = get_global_tape()
     if type(t) is Tape and _SCALE.runner is not None:
         return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
+    if type(t) is LazyTape:
+        return t.run(_SCALE, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
     return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
 
 

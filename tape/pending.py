@@ -25,11 +25,10 @@ import itertools
 
 import numpy as np
 
-from . import flags as _flags
 from .backward import shape_only
 from .runner import no_value
 
-_order = itertools.count()
+order = itertools.count()     # a LazyOp's place in record order: next(order)
 
 
 class LazyOp:
@@ -57,71 +56,13 @@ class LazyOp:
         self.batch = None
         self.unit = self.record = None
         self.users = None
-        self.order = next(_order)
+        self.order = next(order)
         self.names = names      # output slot -> names, for the NaN/Inf check's message
 
     def __repr__(self):
         state = "ran" if self.results is not None else "pending"
         what = self.plan.info.type if self.plan is not None else "accumulation"
         return f"{type(self).__name__}({what}, {state})"
-
-
-_stand_ins: dict = {}
-
-
-def pending_result(plan) -> tuple:
-    """Stand-ins for a kernel's result: what ``runner.make_outputs`` fills the outputs from
-    (made once per plan)."""
-    result = _stand_ins.get(plan)
-    if result is None:
-        if len(_stand_ins) >= 4096:
-            _stand_ins.clear()
-        result = _stand_ins[plan] = tuple(
-            [None] * len(spec) if duplicable and spec else None
-            for _, duplicable, spec, _ in plan.outputs)
-    return result
-
-
-def defer(plan, args: dict, produced: dict, tape) -> dict:
-    """Make the LazyOp of an op and leave its outputs ``produced`` pending on it; ``tape`` is
-    the tape that recorded its handle for backward (None if it recorded none)."""
-    names = None
-    if _flags.checking:
-        names = {slot: [v.name for v in vs] for slot, vs in produced.items()}
-    op = LazyOp(plan, args, names)
-    layout = _layouts.get(plan)
-    if layout is None:
-        layout = _layout(plan)
-    for n, slot, duplicable in layout:
-        if duplicable:
-            for j, v in enumerate(produced[slot]):
-                v._lazy = (op, n, j)
-        else:
-            produced[slot][0]._lazy = (op, n, -1)
-    if tape is not None:
-        # its handle is the tape's last; the tape's list of lazy records, parallel to its
-        # handles, gets ``(unit, row)`` when the op runs (a slot, not the op: holding the op
-        # would keep what it no longer needs alive, and count as a reader to tape.fusion)
-        deferred = tape.deferred
-        if deferred is False:
-            deferred = tape.deferred = []
-        op.record = (deferred, len(deferred))
-        deferred.append(None)
-    return produced
-
-
-_layouts: dict = {}
-
-
-def _layout(plan) -> tuple:
-    """``((output slot index, slot, duplicable), ...)`` of the output slots of ``plan`` that
-    make Variables (``runner.make_outputs`` makes every slot with a spec)."""
-    if len(_layouts) >= 4096:
-        _layouts.clear()
-    layout = _layouts[plan] = tuple((n, slot, duplicable)
-                                    for n, (slot, duplicable, spec, _) in enumerate(plan.outputs)
-                                    if spec)
-    return layout
 
 
 def pending_ref(info, name: str, v):

@@ -91,62 +91,49 @@ def make_runner(info, env: dict, lazy: bool = False):
         *stale,
         "    if plan is None:",
         "        plan = _infer_new(info, inputs, attrs, place, key)"]
+    if lazy:    # no kernel call: the op is recorded to run when asked for (tape.lazy_runner)
+        lines += env["lazy_lines"](info, arrays, entries)
+        return _compiled(info, lines, env, lazy)
     single = len(info.outputs) == 1
-    if lazy:
-        lines += [
-            "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
-            "        return eager_runner(info)(tape, inputs, attrs, outputs)",
-            f"    arrays = {{{', '.join(arrays)}}}",
-            "    result = pending_result(plan)"]
-    else:
-        lines += [
-            "    if flags.checking:",
-            f"        arrays = {{{', '.join(arrays)}}}",
-            "        if flags.flags['FLAGS_check_nan_inf']:",
-            "            outputs = named_outputs(plan, outputs)     # named now, for the check's "
-            "message",
-            "        result = invoke(plan, arrays, None, outputs)",
-            *(["        result = result[0]"] if single else []),
-            "    else:",
-            f"        result = plan.direct(plan.attrs, None{''.join(positional)})"]
+    lines += [
+        "    if flags.checking:",
+        f"        arrays = {{{', '.join(arrays)}}}",
+        "        if flags.flags['FLAGS_check_nan_inf']:",
+        "            outputs = named_outputs(plan, outputs)     # named now, for the check's "
+        "message",
+        "        result = invoke(plan, arrays, None, outputs)",
+        *(["        result = result[0]"] if single else []),
+        "    else:",
+        f"        result = plan.direct(plan.attrs, None{''.join(positional)})"]
     # make_outputs takes one entry per output slot, as invoke returns them
-    result = "(result,)" if single and not lazy else "result"
+    result = "(result,)" if single else "result"
     lines += [
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
         "    tracing = tape.tracing",
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
-        *([] if lazy else ["    made = plan.made if outputs is None else None"]),
+        "    made = plan.made if outputs is None else None",
         "    if not record:",
-        *([] if lazy else ["    " + line for line in _made_lines(info, single, False)]),
-        f"        return defer(plan, arrays, make_outputs(plan, {result}, outputs, False, 0, "
-        "place, None), None)" if lazy else
+        *("    " + line for line in _made_lines(info, single, False)),
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
+        *flat,      # one tuple of entries (EagerHandle), not a dict and a list per slot
+        *_made_lines(info, single, True, parts),
+        "    keeps = info.slot_names if tracing else info.keeps",
+        "    outs = {}",
+        f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
+        "(keeps, outs))",
+        "    h = new(EagerHandle)",
+        f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
+        "*[e for es in outs.values() for e in es],)",
+        "    tape._ops.append(h)",
+        "    return produced",
     ]
-    if lazy:
-        lines += [
-            "    keeps = info.slot_names if tracing else info.keeps",
-            "    entries = {}",
-            *entries,
-            "    outs = {}",
-            f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, "
-            "place, (keeps, outs))",
-            "    tape._ops.append(OpHandle(plan, entries, outs))",
-            "    return defer(plan, arrays, produced, tape)"]
-    else:   # one tuple of entries (EagerHandle), not a dict and a list per slot
-        lines += [
-            *flat,
-            *_made_lines(info, single, True, parts),
-            "    keeps = info.slot_names if tracing else info.keeps",
-            "    outs = {}",
-            f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, "
-            "place, (keeps, outs))",
-            "    h = new(EagerHandle)",
-            f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
-            "*[e for es in outs.values() for e in es],)",
-            "    tape._ops.append(h)",
-            "    return produced"]
+    return _compiled(info, lines, env, lazy)
+
+
+def _compiled(info, lines: list, env: dict, lazy: bool):
+    """The function ``run`` that ``lines`` define, compiled with the names runners use."""
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      invoke=invoke, _infer_new=_infer_new, Variable=Variable,
                      check_stale=check_stale, stale_error=stale_error,
@@ -157,8 +144,7 @@ def make_runner(info, env: dict, lazy: bool = False):
                      common_place=common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
-        namespace.update(defer=env["defer"], pending_result=env["pending_result"],
-                         eager_runner=env["eager_runner"])
+        namespace.update(env["lazy_namespace"])
     name = f"<{'lazy ' if lazy else ''}runner of {info.type}>"
     exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]

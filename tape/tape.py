@@ -6,6 +6,7 @@ import itertools
 import threading
 
 from . import flags as _flags
+from . import lazy_runner as _lazy_runner
 from . import pending as _pending
 from .backward import run_backward
 from .errors import InvalidArgumentError, PreconditionNotMetError
@@ -122,9 +123,10 @@ class LazyTape(Tape):
     def lazy(self) -> bool:
         return True
 
-    def run(self, info: OpInfo, inputs: dict, attrs, outputs=None) -> dict:
-        """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True)."""
-        return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs)
+    def run(self, info: OpInfo, inputs: dict, attrs, outputs=None, sig=None) -> dict:
+        """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True).
+        ``sig``: ``signature(attrs)``, when the caller has it (``tape.overloads``)."""
+        return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs, sig)
 
 
 def get_global_tape() -> Tape:
@@ -196,7 +198,7 @@ _flags.on_change("FLAGS_lazy_execution", lambda: _follow_mode(_local.tape))
 _RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
-               "defer": _pending.defer, "pending_result": _pending.pending_result}
+               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
 _lazy_runners: dict = {}
 
 
