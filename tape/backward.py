@@ -25,6 +25,7 @@ from .grad_steps import (
     GradStep,
     grad_steps,
 )
+from .handles import EagerHandle
 from .place import CPU
 from .variable import Variable, new_variable
 
@@ -59,23 +60,29 @@ def _write_replay(prepared: tuple, counts: tuple):
     A variable's gradient parts are summed into a new array, which takes any further parts in
     place (a kernel's output may be shared, so it is never written)."""
     lines = ["def replay(h, grads, temps, leaves, summed):",
-             "    ins, outs = h.inputs, h.outputs"]
+             "    es = h.entries"]
+    # (FWD_IN or FWD_OUT, forward slot, index) -> its position in an EagerHandle's entries
+    at = {}
+    for kind, slots in ((FWD_IN, counts[0]), (FWD_OUT, counts[1])):
+        for slot, n in slots.items():
+            for i in range(n):
+                at[kind, slot, i] = len(at)
     outputs = {}    # (forward output slot, index) -> the local holding its VarDesc
     for slot, n in counts[1].items():
         for i in range(n):
             o = outputs[slot, i] = f"o{len(outputs)}"
-            lines += [f"    e = outs[{slot!r}][{i}]",
+            lines += [f"    e = es[{at[FWD_OUT, slot, i]}]",
                       f"    {o} = e.desc if type(e) is Variable else e"]
     reached = " or ".join(f"{o} in grads" for o in outputs.values()) or "False"
     lines += [f"    if not ({reached}):", "        return"]
     namespace = {"invoke": invoke, "flags": _flags, "Variable": Variable,
-                 "_grad_names": _grad_names, "_out_grad": _out_grad, "_desc": _desc,
+                 "_grad_names": _grad_names, "_desc": _desc,
                  "_shape_of": _shape_of, "_zeros": _zeros, "shape_only": shape_only,
                  "_shape_only_cache": _shape_only_cache}
     for n, p in enumerate(prepared):
         namespace.update({f"p{n}": p, f"direct{n}": p.plan.direct, f"attrs{n}": p.plan.attrs,
                           f"wants{n}": p.wants})
-        lines += _step_lines(p, n, outputs)
+        lines += _step_lines(p, n, outputs, at)
     if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
         lines.append("    temps.clear()")
     lines += [f"    grads.pop({o}, None)" for o in outputs.values()]
@@ -86,11 +93,15 @@ def _write_replay(prepared: tuple, counts: tuple):
     return namespace["replay"]
 
 
-def _step_lines(p: _Prepared, n: int, outputs: dict) -> list:
+def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
     """The lines of prepared grad step ``p``, the ``n``-th of its forward op's: its inputs
     bound one per grad-op slot (``x<slot index>``), its kernel called directly (through
     ``invoke`` when a check is on), its gradients added or kept. ``outputs`` names the locals
-    that hold the forward outputs' VarDescs."""
+    that hold the forward outputs' VarDescs; ``at`` gives each forward entry's position in
+    the handle's ``entries``."""
+    def value(kind, fslot, i):
+        return _value_expression(kind, fslot, i, at, outputs)
+
     ginfo = p.plan.info
     index = {s.name: k for k, s in enumerate(ginfo.inputs)}
     given = []
@@ -101,22 +112,25 @@ def _step_lines(p: _Prepared, n: int, outputs: dict) -> list:
         k = index[slot]
         given.append((slot, k))
         if duplicable:
-            values = ", ".join(_value_expression(*ref) for ref in bound)
-            lines.append(f"    x{k} = [v for v in ({values},) if v is not None]")
-        elif bound[0][0] == OUT_GRAD:       # (``_out_grad``, written out)
-            o = outputs[bound[0][1:]]
-            lines += [f"    x{k} = grads.get({o})",
-                      f"    if x{k} is None:",
-                      f"        x{k} = _zeros(h, {o})"]
+            values = []
+            for j, (kind, fslot, i) in enumerate(bound):
+                if kind == OUT_GRAD:
+                    lines += _out_grad_lines(f"x{k}_{j}", outputs[fslot, i])
+                    values.append(f"x{k}_{j}")
+                else:
+                    values.append(value(kind, fslot, i))
+            lines.append(f"    x{k} = [v for v in ({', '.join(values)},) if v is not None]")
+        elif bound[0][0] == OUT_GRAD:
+            lines += _out_grad_lines(f"x{k}", outputs[bound[0][1:]])
         elif bound[0][0] in (META_IN, META_OUT):    # (``_shape_of``, written out)
             kind, fslot, i = bound[0]
-            lines += [f"    e = {'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}]",
+            lines += [f"    e = es[{at[FWD_IN if kind == META_IN else FWD_OUT, fslot, i]}]",
                       "    d = e.desc if type(e) is Variable else e",
                       f"    x{k} = _shape_only_cache.get((d.shape, d.dtype))",
                       f"    if x{k} is None:",
                       f"        x{k} = shape_only(d.shape, d.dtype)"]
         else:
-            lines.append(f"    x{k} = {_value_expression(*bound[0])}")
+            lines.append(f"    x{k} = {value(*bound[0])}")
     present = dict(given)
     arrays = "".join(f", x{present[s.name]}" if s.name in present else ", None"
                      for s in ginfo.inputs)
@@ -140,7 +154,7 @@ def _step_lines(p: _Prepared, n: int, outputs: dict) -> list:
             if kind == TEMP:
                 lines.append(f"        temps[{fslot!r}] = g")
                 continue
-            lines += [*gradient_target_lines(fslot, i, "        "),
+            lines += [*gradient_target_lines(fslot, i, "        ", f"es[{at[FWD_IN, fslot, i]}]"),
                       "        old = grads.get(d)",
                       "        if old is None:",
                       "            grads[d] = g",
@@ -173,10 +187,11 @@ def argument_lines(p: _Prepared, expression, single=None) -> list:
     return lines
 
 
-def gradient_target_lines(fslot: str, i: int, indent: str) -> list:
-    """Written-out lines that bind ``d``, the VarDesc of forward input ``fslot[i]`` of handle
-    inputs ``ins`` (whose gradient a step writes), and note a leaf Variable in ``leaves``."""
-    return [indent + line for line in (f"e = ins[{fslot!r}][{i}]",
+def gradient_target_lines(fslot: str, i: int, indent: str, entry: str | None = None) -> list:
+    """Written-out lines that bind ``d``, the VarDesc of forward input ``fslot[i]`` (whose
+    gradient a step writes), and note a leaf Variable in ``leaves``: the entry is ``entry``'s
+    code, by default ``ins[fslot][i]`` of handle inputs ``ins``."""
+    return [indent + line for line in (f"e = {entry or f'ins[{fslot!r}][{i}]'}",
                                        "if type(e) is Variable:",
                                        "    d = e.desc",
                                        "    if e._tape == 0:",
@@ -185,20 +200,29 @@ def gradient_target_lines(fslot: str, i: int, indent: str) -> list:
                                        "    d = e")]
 
 
-def _value_expression(kind: int, fslot: str, i: int) -> str:
-    """What a written-out step evaluates for a grad-op input bound as ``(kind, fslot, i)``:
-    None for an optional gradient that never arrived."""
-    if kind == FWD_IN:
-        return f"ins[{fslot!r}][{i}]._value"
-    if kind == FWD_OUT:
-        return f"outs[{fslot!r}][{i}]._value"
+def _out_grad_lines(target: str, o: str) -> list:
+    """Lines that bind ``target`` to the gradient of the forward output whose VarDesc local
+    ``o`` holds, zeros when none arrived."""
+    return [f"    {target} = grads.get({o})",
+            f"    if {target} is None:",
+            f"        {target} = _zeros(h, {o})"]
+
+
+def _value_expression(kind: int, fslot: str, i: int, at: dict, outputs: dict) -> str:
+    """What a written-out step evaluates for a grad-op input bound as ``(kind, fslot, i)``
+    (``at``: the positions of the handle's entries; ``outputs``: the locals holding its
+    outputs' VarDescs): None for an optional gradient that never arrived. (An output's
+    gradient, zeros when none arrived, is bound by ``_out_grad_lines``.)"""
     if kind == TEMP:
         return f"temps[{fslot!r}]"
-    if kind == OUT_GRAD:
-        return f"_out_grad(h, grads, outs[{fslot!r}][{i}])"
-    if kind == OPT_OUT_GRAD or kind == IN_GRAD:
-        return f"grads.get(_desc({'outs' if kind == OPT_OUT_GRAD else 'ins'}[{fslot!r}][{i}]))"
-    return f"_shape_of({'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}])"
+    if kind == OPT_OUT_GRAD:
+        return f"grads.get({outputs[fslot, i]})"
+    e = f"es[{at[FWD_IN if kind in (FWD_IN, META_IN, IN_GRAD) else FWD_OUT, fslot, i]}]"
+    if kind == FWD_IN or kind == FWD_OUT:
+        return f"{e}._value"
+    if kind == IN_GRAD:
+        return f"grads.get(_desc({e}))"
+    return f"_shape_of({e})"
 
 
 def prepare(plan: CallPlan, counts) -> tuple:
@@ -250,13 +274,6 @@ def _desc(entry):
     return entry.desc if type(entry) is Variable else entry
 
 
-def _out_grad(h, grads, entry):
-    """The gradient of forward output ``entry``, zeros when none arrived."""
-    d = _desc(entry)
-    g = grads.get(d)
-    return g if g is not None else _zeros(h, d)
-
-
 def _zeros(h, d):
     """Zeros in the shape and dtype of VarDesc ``d``, on handle ``h``'s place."""
     return h.plan.place.array_module().zeros(d.shape, dtypes.to_numpy(d.dtype))
@@ -287,10 +304,12 @@ def _last_readers(ops: list) -> dict:
     complete (the first op that reads it)."""
     first = {}
     for i, h in enumerate(ops):
-        for es in h.inputs.values():
-            for e in es:
-                if type(e) is Variable and e._tape == 0 and e.desc not in first:
-                    first[e.desc] = (i, e)
+        # (an EagerHandle's entries hold its outputs too, never a leaf: those are recorded)
+        entries = h.entries if type(h) is EagerHandle else \
+            [e for es in h.inputs.values() for e in es]
+        for e in entries:
+            if type(e) is Variable and e._tape == 0 and e.desc not in first:
+                first[e.desc] = (i, e)
     done = {}
     for i, e in first.values():
         done.setdefault(i, []).append(e)

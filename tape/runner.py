@@ -16,8 +16,16 @@ from . import place as _places
 from .attr_signature import is_exact, signature
 from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
-from .errors import InvalidArgumentError, PreconditionNotMetError
+from .errors import InvalidArgumentError
 from .place import CPU
+from .runner_checks import (
+    check_stale,
+    common_place,
+    count_error,
+    not_variable,
+    spent_error,
+    stale_error,
+)
 from .variable import Variable, new_variable
 
 
@@ -36,6 +44,7 @@ def make_runner(info, env: dict, lazy: bool = False):
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
     key, arrays, positional, stale, entries = [], [], [], [], []
+    flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
         lines += _gather(i, name, duplicable, dispensable, first=i == 0)
         if duplicable or dispensable:
@@ -49,6 +58,10 @@ def make_runner(info, env: dict, lazy: bool = False):
             entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
                            f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
                            f"else v.desc for v in vs{i}]")
+            flat.append(f"    e{i} = vs{i} if vs{i} else ()" if name in info.keeps else
+                        f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
+                        f"else v.desc for v in vs{i}] if vs{i} else ()")
+            parts.append(f"*e{i}")
         else:
             guard = f"v{i} is not None and " if dispensable else ""
             stale.append(f"    if {guard}v{i}._tape and v{i}._tape != tape.serial and "
@@ -58,6 +71,11 @@ def make_runner(info, env: dict, lazy: bool = False):
                      f"else d{i}]")
             entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
                            if dispensable else f"    entries[{name!r}] = {entry}")
+            one = (f"v{i}" if name in info.keeps else
+                   f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
+            flat.append(f"    e{i} = ({one},) if v{i} is not None else ()" if dispensable
+                        else f"    e{i} = {one}")
+            parts.append(f"*e{i}" if dispensable else f"e{i}")
     lines += [
         "    if sig is None:     # (``signature``, written out for attributes with no zero or NaN)",
         "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
@@ -91,21 +109,24 @@ def make_runner(info, env: dict, lazy: bool = False):
     result = "(result,)" if single else "result"
     lines += [
         "    grad_flows = plan.requires_grad and not local.no_grad_depth",
-        "    record = grad_flows or tape.tracing",
+        "    tracing = tape.tracing",
+        "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
         "    made = plan.made if outputs is None else None",
         "    if not record:",
         *("    " + line for line in _made_lines(info, single, False)),
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
-        "    keeps = info.slot_names if tape.tracing else info.keeps",
-        "    entries = {}",
-        *entries,
+        *flat,      # one tuple of entries (EagerHandle), not a dict and a list per slot
+        *_made_lines(info, single, True, parts),
+        "    keeps = info.slot_names if tracing else info.keeps",
         "    outs = {}",
-        *_made_lines(info, single, True),
         f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
-        "    tape._ops.append(OpHandle(plan, entries, outs))",
+        "    h = new(EagerHandle)",
+        f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
+        "*[e for es in outs.values() for e in es],)",
+        "    tape._ops.append(h)",
         "    return produced",
     ]
     return _compiled(info, lines, env, lazy)
@@ -115,12 +136,12 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
     """The function ``run`` that ``lines`` define, compiled with the names runners use."""
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      invoke=invoke, _infer_new=_infer_new, Variable=Variable,
-                     check_stale=_check_stale, stale_error=_stale_error,
-                     spent_error=_spent_error, make_outputs=make_outputs,
-                     named_outputs=named_outputs, count_error=_count_error,
-                     not_variable=_not_variable, VarDesc=VarDesc, new=object.__new__,
-                     DENSE_TENSOR=DENSE_TENSOR,
-                     common_place=_common_place, gather_many=_gather_many,
+                     check_stale=check_stale, stale_error=stale_error,
+                     spent_error=spent_error, make_outputs=make_outputs,
+                     named_outputs=named_outputs, count_error=count_error,
+                     not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
+                     DENSE_TENSOR=DENSE_TENSOR, EagerHandle=env["EagerHandle"],
+                     common_place=common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
         namespace.update(env["lazy_namespace"])
@@ -129,13 +150,20 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
     return namespace["run"]
 
 
-def _made_lines(info, single: bool, recorded: bool) -> list:
+def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -> list:
     """Lines that make an eager op's new outputs from ``made`` (``CallPlan.made``) and return
     them, when it is not None; what ``make_outputs`` does, written out for the op's slots (a
-    call and a loop less per op, and no VarDesc or Variable constructor call)."""
-    lines = ["    if made is not None:", "        produced = {}"]
+    call and a loop less per op, and no VarDesc or Variable constructor call). A ``recorded``
+    op's handle is an EagerHandle of the input entries' ``parts`` and the outputs' (an op
+    whose shape rule left a required output undescribed takes the generic path)."""
+    required = [n for n, slot in enumerate(info.outputs)
+                if recorded and not (slot.duplicable or slot.dispensable)]
+    lines = ["    if made is not None"
+             + "".join(f" and made[{n}] is not None" for n in required) + ":",
+             "        produced = {}"]
     if recorded:
         lines.append("        serial = tape.serial")
+    outs = []
     for n, slot in enumerate(info.outputs):
         value, name = "result" if single else f"result[{n}]", repr(slot.name)
         lines += [f"        m = made[{n}]", "        if m is not None:"]
@@ -146,16 +174,22 @@ def _made_lines(info, single: bool, recorded: bool) -> list:
                       "                vs.append(v)",
                       f"            produced[{name}] = vs"]
             if recorded:
-                lines.append(f"            outs[{name}] = vs if {name} in keeps else "
-                             f"[v.desc for v in vs]")
+                lines.append(f"            o{n} = vs" if slot.name in info.keeps else
+                             f"            o{n} = vs if tracing else [v.desc for v in vs]")
         else:
             lines += [*_variable_lines("            ", value, recorded),
                       f"            produced[{name}] = [v]"]
             if recorded:
-                lines.append(f"            outs[{name}] = [v] if {name} in keeps else [d]")
+                kept, desc = ("v", "d") if n in required else ("(v,)", "(d,)")
+                lines.append(f"            o{n} = {kept}" if slot.name in info.keeps else
+                             f"            o{n} = {kept} if tracing else {desc}")
+        if recorded:
+            if n not in required:
+                lines += ["        else:", f"            o{n} = ()"]
+            outs.append(f"o{n}" if n in required else f"*o{n}")
     if recorded:
-        lines += ["        h = new(OpHandle)",
-                  "        h.plan, h.inputs, h.outputs = plan, entries, outs",
+        lines += ["        h = new(EagerHandle)",
+                  f"        h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts + outs)})",
                   "        tape._ops.append(h)"]
     return lines + ["        return produced"]
 
@@ -253,13 +287,13 @@ def _gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
     key, arrays = [len(vs)], []
     for v in vs:
         if not isinstance(v, Variable):
-            raise _not_variable(info, name, v)
+            raise not_variable(info, name, v)
         d = v.desc
         value = v._value
         if value is None:
             value = unset(info, name, v)
         if v.place is not place:
-            place = _common_place(info, inputs, place, name, v)
+            place = common_place(info, inputs, place, name, v)
         key.append((d.shape, d.dtype, d.stop_gradient))
         arrays.append(value)
     return tuple(key), arrays, place
@@ -315,71 +349,5 @@ def named_outputs(plan, outputs: dict | None) -> dict:
     return outputs
 
 
-# ---- the errors a runner raises, named by op and slot ----
-
-def _count_error(info, name: str, vs) -> InvalidArgumentError:
-    if not vs:
-        return InvalidArgumentError(f"{info.type}: input '{name}' is required but was not "
-                                    f"given")
-    return InvalidArgumentError(f"{info.type}: input '{name}' takes one Variable, received "
-                                f"{len(vs)}")
-
-
-def _not_variable(info, name: str, value) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, received "
-                                f"{type(value).__name__}")
-
-
 def no_value(info, name: str, desc) -> InvalidArgumentError:
     return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
-
-
-def _common_place(info, inputs: dict, place, name: str, v):
-    """The op's place once ``v`` of slot ``name`` is seen: its own for the first input, else
-    ``place``; an input on another place is an error."""
-    if place is None:
-        return v.place
-    if v.place == place:
-        return place
-    first_slot, first = next((slot, inputs[slot][0]) for slot, _, _ in info.slot_specs
-                             if inputs.get(slot))
-    raise InvalidArgumentError(
-        f"{info.type}: input '{name}' ({v.name}) is on {v.place} but input '{first_slot}' "
-        f"({first.name}) is on {first.place}; an op runs on one place: move one of them with "
-        f"Variable.to(place)")
-
-
-def _check_stale(tape, info, name: str, vs) -> None:
-    for v in vs:
-        if v._tape and v._tape != tape.serial and not v.desc.stop_gradient:
-            raise _stale_error(info, name, v)
-
-
-_spent_serials: set = set()     # tapes backward has spent (recent ones)
-
-
-def tape_spent(serial: int) -> None:
-    """Note that backward spent tape ``serial`` (for the message of a later stale input)."""
-    if len(_spent_serials) >= 4096:
-        _spent_serials.clear()
-    _spent_serials.add(serial)
-
-
-def fate(serial: int) -> str:
-    """What became of tape ``serial``, for an error about a Variable it computed."""
-    if serial in _spent_serials:
-        return "backward has spent (it released the ops a gradient would flow through)"
-    return "has since been reset"
-
-
-def _stale_error(info, name: str, v) -> PreconditionNotMetError:
-    return PreconditionNotMetError(
-        f"{info.type}: input '{name}' ({v.name}) was computed on a tape that {fate(v._tape)}, "
-        f"so no gradient can flow through it; call {v.name}.detach() to use its value as a "
-        f"constant")
-
-
-def _spent_error(info) -> PreconditionNotMetError:
-    return PreconditionNotMetError(
-        f"{info.type}: this tape was spent by backward; call tape.reset_global_tape() before "
-        f"recording a new computation")

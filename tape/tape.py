@@ -1,4 +1,4 @@
-"""OpHandle, Tape and LazyTape, the per-thread global tape, ``no_grad`` and ``lazy``."""
+"""Tape and LazyTape, the per-thread global tape, ``no_grad`` and ``lazy``."""
 from __future__ import annotations
 
 import contextlib
@@ -9,10 +9,11 @@ from . import flags as _flags
 from . import lazy_runner as _lazy_runner
 from . import pending as _pending
 from .backward import run_backward
-from .dispatch import CallPlan
 from .errors import InvalidArgumentError, PreconditionNotMetError
+from .handles import EagerHandle, OpHandle
 from .registry import OpInfo, op_info
-from .runner import fate, make_runner, tape_spent
+from .runner import make_runner
+from .runner_checks import fate, tape_spent
 from .variable import Variable
 
 _serials = itertools.count(1)
@@ -28,39 +29,6 @@ class _ThreadState(threading.local):
 
 
 _local = _ThreadState()
-
-
-class OpHandle:
-    """One recorded op: its CallPlan and ``{slot: [entry]}`` inputs and outputs.
-
-    An entry is the Variable itself when backward reads its value (the grad maker declares it)
-    or when it is a leaf that receives a gradient; otherwise only its VarDesc, so the value is
-    freed as soon as the user drops it.
-    """
-
-    __slots__ = ("plan", "inputs", "outputs")
-
-    def __init__(self, plan: CallPlan, inputs: dict, outputs: dict):
-        self.plan = plan
-        self.inputs = inputs
-        self.outputs = outputs
-
-    @property
-    def type(self) -> str:
-        return self.plan.info.type
-
-    @property
-    def info(self) -> OpInfo:
-        return self.plan.info
-
-    @property
-    def attrs(self) -> dict:
-        return self.plan.attrs
-
-    def __repr__(self):
-        def names(slots):
-            return ", ".join(f"{k}={[e.name for e in v]}" for k, v in slots.items())
-        return f"OpHandle({names(self.outputs)} = {self.type}({names(self.inputs)}))"
 
 
 class Tape:
@@ -228,6 +196,7 @@ def compute(*variables) -> None:
 _flags.on_change("FLAGS_lazy_execution", lambda: _follow_mode(_local.tape))
 
 _RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle,
+               "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
                "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
 _lazy_runners: dict = {}
