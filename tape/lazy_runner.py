@@ -13,7 +13,7 @@ from __future__ import annotations
 from . import flags as _flags
 from .desc import DENSE_TENSOR, VarDesc
 from .pending import LazyOp, order
-from .runner import _variable_lines, make_outputs
+from .runner import make_outputs, variable_lines
 from .variable import Variable
 
 
@@ -74,7 +74,7 @@ def _new_output_lines(info) -> list:
                 "        if m is None:   # (an output the op does not write)",
                 "            produced = {}",
                 "        else:",
-                *_variable_lines("            ", "None", True),
+                *variable_lines("            ", "None", True),
                 "            v._lazy = (op, 0, -1)",
                 f"            produced = {{{name}: [v]}}",
                 "            if record:",
@@ -88,14 +88,14 @@ def _new_output_lines(info) -> list:
         if slot.duplicable:
             lines += ["            vs = []",
                       "            for j, m in enumerate(m):",
-                      *_variable_lines("                ", "None", True),
+                      *variable_lines("                ", "None", True),
                       f"                v._lazy = (op, {n}, j)",
                       "                vs.append(v)",
                       f"            produced[{name}] = vs",
                       "            if record:",
                       f"                outs[{name}] = {kept}"]
         else:
-            lines += [*_variable_lines("            ", "None", True),
+            lines += [*variable_lines("            ", "None", True),
                       f"            v._lazy = (op, {n}, -1)",
                       f"            produced[{name}] = [v]",
                       "            if record:",

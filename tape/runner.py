@@ -170,14 +170,14 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
         if slot.duplicable:
             lines += ["            vs = []",
                       f"            for m, value in zip(m, {value}):",
-                      *_variable_lines("                ", "value", recorded),
+                      *variable_lines("                ", "value", recorded),
                       "                vs.append(v)",
                       f"            produced[{name}] = vs"]
             if recorded:
                 lines.append(f"            o{n} = vs" if slot.name in info.keeps else
                              f"            o{n} = vs if tracing else [v.desc for v in vs]")
         else:
-            lines += [*_variable_lines("            ", value, recorded),
+            lines += [*variable_lines("            ", value, recorded),
                       f"            produced[{name}] = [v]"]
             if recorded:
                 kept, desc = ("v", "d") if n in required else ("(v,)", "(d,)")
@@ -194,7 +194,7 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
     return lines + ["        return produced"]
 
 
-def _variable_lines(indent: str, value: str, recorded: bool) -> list:
+def variable_lines(indent: str, value: str, recorded: bool) -> list:
     """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
     from ``m`` = (shape, dtype, stop_gradient when a gradient flows)."""
     return [indent + line for line in (
