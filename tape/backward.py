@@ -34,7 +34,7 @@ class _Prepared:
     """A grad step bound to one forward CallPlan: the grad op's own CallPlan (the forward's
     place, dtype and attributes), its slots' bindings, and the output slots it must compute."""
 
-    __slots__ = ("ins", "outs", "wants", "plan")
+    __slots__ = ("ins", "outs", "wants", "plan", "add_into")
 
     def __init__(self, step: GradStep, forward: CallPlan):
         self.ins = step.ins
@@ -48,6 +48,13 @@ class _Prepared:
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
+        # the kernel's call adding its one gradient, of a forward input, into the sum kept for
+        # that input (``Kernel.add_into``), or None
+        adding_call = getattr(self.plan.kernel, "adding_call", None)    # (stand-in kernels)
+        into = adding_call and adding_call()
+        written = [ref for _, _, bound in self.outs for ref in bound if ref[3]]
+        self.add_into = into if len(self.outs) == 1 and not self.outs[0][1] and \
+            len(written) == 1 and written[0][0] == IN_GRAD else None
 
 
 def _write_replay(prepared: tuple, counts: tuple):
@@ -81,7 +88,7 @@ def _write_replay(prepared: tuple, counts: tuple):
                  "_shape_only_cache": _shape_only_cache}
     for n, p in enumerate(prepared):
         namespace.update({f"p{n}": p, f"direct{n}": p.plan.direct, f"attrs{n}": p.plan.attrs,
-                          f"wants{n}": p.wants})
+                          f"wants{n}": p.wants, f"into{n}": p.add_into})
         lines += _step_lines(p, n, outputs, at)
     if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
         lines.append("    temps.clear()")
@@ -135,12 +142,15 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
     arrays = "".join(f", x{present[s.name]}" if s.name in present else ", None"
                      for s in ginfo.inputs)
     single = len(ginfo.outputs) == 1
-    lines += ["    if flags.checking:",
-              f"        args = {{{', '.join(f'{slot!r}: x{k}' for slot, k in given)}}}",
-              f"        result = invoke(p{n}.plan, args, wants{n}, _grad_names(p{n}, h))"
-              + ("[0]" if single else ""),
-              "    else:",
-              f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
+    call = ["    if flags.checking:",
+            f"        args = {{{', '.join(f'{slot!r}: x{k}' for slot, k in given)}}}",
+            f"        result = invoke(p{n}.plan, args, wants{n}, _grad_names(p{n}, h))"
+            + ("[0]" if single else ""),
+            "    else:",
+            f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
+    if p.add_into is not None:
+        return lines + _added_into_lines(p, n, at, arrays, call)
+    lines += call
     for m, (slot, duplicable, bound) in enumerate(p.outs):
         if slot not in p.wants:
             continue
@@ -166,6 +176,33 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
                       "            grads[d] = old + g",
                       "            summed.add(d)"]
     return lines
+
+
+def _added_into_lines(p: _Prepared, n: int, at: dict, arrays: str, call: list) -> list:
+    """The lines of a step whose kernel adds into a sum (``p.add_into``): once backward holds
+    a sum of its own for the forward input's gradient, the kernel adds into it (an embedding's
+    rows into the table); else, and whenever a check is on, ``call`` runs the kernel, whose
+    new array becomes (or is added to) the sum."""
+    _, _, ((_, fslot, i, _),) = p.outs[0]
+    return [f"    e = es[{at[FWD_IN, fslot, i]}]",
+            "    d = e.desc if type(e) is Variable else e",
+            "    old = grads.get(d)",
+            "    if old is not None and d in summed and not flags.checking:",
+            f"        into{n}(old, attrs{n}, wants{n}{arrays})",
+            "    else:",
+            *("    " + line for line in call),
+            "        if result is not None:",
+            "            if type(e) is Variable and e._tape == 0:",
+            "                leaves[d] = e",
+            "            if old is None:",
+            "                grads[d] = result",
+            "                summed.add(d)    # the kernel's new array: nothing else holds it",
+            "            elif d in summed:",
+            "                old += result",
+            "                grads[d] = old",
+            "            else:",
+            "                grads[d] = old + result",
+            "                summed.add(d)"]
 
 
 def argument_lines(p: _Prepared, expression, single=None) -> list:
