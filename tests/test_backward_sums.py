@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tape
-from kernels.cpu import embedding as cpu_embedding
+from tape.kernels.cpu import embedding as cpu_embedding
 from tape import functional, ops
 
 CHECKS = [{"FLAGS_enable_unused_var_check": False, "FLAGS_check_nan_inf": False},
