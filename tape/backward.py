@@ -48,13 +48,13 @@ class _Prepared:
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
-        # the kernel's call adding its one gradient, of a forward input, into the sum kept for
-        # that input (``Kernel.add_into``), or None
+        # the kernel's call that adds its gradients into the sums backward keeps for them
+        # (``Kernel.adding_call``), for a step whose every gradient is one forward input's
         adding_call = getattr(self.plan.kernel, "adding_call", None)    # (stand-in kernels)
         into = adding_call and adding_call()
         written = [ref for _, _, bound in self.outs for ref in bound if ref[3]]
-        self.add_into = into if len(self.outs) == 1 and not self.outs[0][1] and \
-            len(written) == 1 and written[0][0] == IN_GRAD else None
+        self.add_into = into if written and all(ref[0] == IN_GRAD for ref in written) and \
+            not any(duplicable for _, duplicable, _ in self.outs) else None
 
 
 def _write_replay(prepared: tuple, counts: tuple):
@@ -149,7 +149,7 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
             "    else:",
             f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
     if p.add_into is not None:
-        return lines + _added_into_lines(p, n, at, arrays, call)
+        return lines + _added_into_lines(p, n, at, arrays, call, single)
     lines += call
     for m, (slot, duplicable, bound) in enumerate(p.outs):
         if slot not in p.wants:
@@ -178,31 +178,48 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
     return lines
 
 
-def _added_into_lines(p: _Prepared, n: int, at: dict, arrays: str, call: list) -> list:
-    """The lines of a step whose kernel adds into a sum (``p.add_into``): once backward holds
-    a sum of its own for the forward input's gradient, the kernel adds into it (an embedding's
-    rows into the table); else, and whenever a check is on, ``call`` runs the kernel, whose
-    new array becomes (or is added to) the sum."""
-    _, _, ((_, fslot, i, _),) = p.outs[0]
-    return [f"    e = es[{at[FWD_IN, fslot, i]}]",
-            "    d = e.desc if type(e) is Variable else e",
-            "    old = grads.get(d)",
-            "    if old is not None and d in summed and not flags.checking:",
-            f"        into{n}(old, attrs{n}, wants{n}{arrays})",
-            "    else:",
-            *("    " + line for line in call),
-            "        if result is not None:",
-            "            if type(e) is Variable and e._tape == 0:",
-            "                leaves[d] = e",
-            "            if old is None:",
-            "                grads[d] = result",
-            "                summed.add(d)    # the kernel's new array: nothing else holds it",
-            "            elif d in summed:",
-            "                old += result",
-            "                grads[d] = old",
-            "            else:",
-            "                grads[d] = old + result",
-            "                summed.add(d)"]
+def _added_into_lines(p: _Prepared, n: int, at: dict, arrays: str, call: list,
+                      single: bool) -> list:
+    """The lines of a step whose kernel adds into sums (``p.add_into``): where backward holds a
+    sum of its own for one of the step's gradients, the kernel adds into it (an embedding's rows
+    into the table) and returns the others; else, and whenever a check is on, ``call`` runs the
+    kernel. Its new arrays become (or are added to) the sums."""
+    written = {slot: bound[0][1:3] for slot, _, bound in p.outs if bound and bound[0][3]}
+    lines, targets = [], []
+    for m, s in enumerate(p.plan.info.outputs):
+        if s.name not in written:
+            targets.append("None")
+            continue
+        fslot, i = written[s.name]
+        lines += [f"    e{m} = es[{at[FWD_IN, fslot, i]}]",
+                  f"    d{m} = e{m}.desc if type(e{m}) is Variable else e{m}",
+                  f"    t{m} = grads.get(d{m})",
+                  f"    if t{m} is not None and d{m} not in summed:",
+                  f"        t{m} = None"]
+        targets.append(f"t{m}")
+    some = " or ".join(f"{t} is not None" for t in targets if t != "None")
+    lines += [f"    if ({some}) and not flags.checking:",
+              f"        result = into{n}(({', '.join(targets)},), attrs{n}, wants{n}{arrays})",
+              "    else:",
+              *("    " + line for line in call)]
+    for m, s in enumerate(p.plan.info.outputs):
+        if s.name in written:
+            lines += [f"    g = {'result' if single else f'result[{m}]'}",
+                      "    if g is not None:",
+                      f"        e, d = e{m}, d{m}",
+                      "        if type(e) is Variable and e._tape == 0:",
+                      "            leaves[d] = e",
+                      "        old = grads.get(d)",
+                      "        if old is None:",
+                      "            grads[d] = g",
+                      "            summed.add(d)    # the kernel's new array: nothing else holds it",
+                      "        elif d in summed:",
+                      "            old += g",
+                      "            grads[d] = old",
+                      "        else:",
+                      "            grads[d] = old + g",
+                      "            summed.add(d)"]
+    return lines
 
 
 def argument_lines(p: _Prepared, expression, single=None) -> list:

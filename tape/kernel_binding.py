@@ -25,7 +25,7 @@ class Kernel:
     ``x * c`` with nothing else to decide), or None for the general one. ``reads()`` says which
     input slots it reads, for the unused-input check: the slots whose parameters its body
     loads, found once from the bytecode (the checks run ``call``, the function itself).
-    ``adding_call()`` is the ``positional`` call of the function's ``add_into``, if it has one.
+    ``adding_call()`` is the same call of the function's ``add_into``, if it has one.
     """
 
     __slots__ = ("fn", "call", "positional", "_params", "_reads", "_positional_args")
@@ -71,17 +71,18 @@ class Kernel:
         return self.positional if fixed is None else fixed
 
     def adding_call(self):
-        """``add_into(target, attrs, wants, *arrays)``, when the kernel function has an
-        ``add_into`` attribute (a function of a leading ``target`` and then the kernel's own
-        parameters): it adds what the kernel would return to ``target`` in place. Such a kernel
-        returns a new array that nothing else holds. Eager backward uses it to add a gradient
-        that touches a few rows of a big one (an embedding table's) into the sum it keeps.
-        None for a kernel without one."""
+        """``add_into(targets, attrs, wants, *arrays)``, when the kernel function has an
+        ``add_into`` attribute (a function of ``targets`` and then the kernel's own parameters),
+        else None. ``targets`` holds one entry per output: an array to add that output into in
+        place, or None; it returns what the kernel returns, but None for each output it added.
+        Such a kernel returns new arrays that nothing else holds. Eager backward uses it to add
+        a gradient into the sum it keeps, without making it first (an embedding lookup's rows
+        into the table's gradient)."""
         into = getattr(self.fn, "add_into", None)
         if into is None:
             return None
         arrays, arguments = self._positional_args
-        return eval(f"lambda target, attrs, wants{arrays}: into(target, {arguments})",
+        return eval(f"lambda targets, attrs, wants{arrays}: into(targets, {arguments})",
                     {"into": into})
 
     def reads(self) -> tuple[frozenset, frozenset]:

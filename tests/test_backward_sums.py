@@ -11,6 +11,8 @@ import pytest
 import tape
 from tape.kernels.cpu import embedding as cpu_embedding
 from tape import functional, ops
+from tape.ops.rules import float_same_as
+from tape.registry import GradOp, kernel, register_op
 
 CHECKS = [{"FLAGS_enable_unused_var_check": False, "FLAGS_check_nan_inf": False},
           {"FLAGS_enable_unused_var_check": True, "FLAGS_check_nan_inf": True}]
@@ -157,3 +159,61 @@ def test_the_table_gradient_adds_to_what_grad_held(flags, restore_flags):
         _weighted_lookups(w, ids, weights).backward()
     expected = _dense_reference(w.shape, np.float32, ids, weights)
     np.testing.assert_array_equal(w.grad.numpy(), expected + expected)
+
+
+def _register_product(op_type, calls):
+    """``Out = X * Y`` (same shapes), whose grad kernel offers ``add_into``; ``calls`` logs
+    which of the two ran for each grad op."""
+    register_op(op_type, inputs=["X", "Y"], outputs=["Out"], infer_shape=float_same_as("X"),
+                grad=GradOp(reads=["X", "Y"]))
+
+    @kernel(op_type)
+    def product(X, Y):
+        return X * Y
+
+    def product_grad(X, Y, dOut, wants):
+        calls.append("kernel")
+        return (dOut * Y if "X@GRAD" in wants else None,
+                dOut * X if "Y@GRAD" in wants else None)
+
+    def product_grad_into(targets, X, Y, dOut, wants):
+        calls.append("into")
+        result = []
+        for target, slot, other in zip(targets, ("X@GRAD", "Y@GRAD"), (Y, X)):
+            if slot not in wants or target is not None:
+                if target is not None:
+                    target += dOut * other
+                result.append(None)
+            else:
+                result.append(dOut * other)
+        return tuple(result)
+
+    product_grad.add_into = product_grad_into
+    kernel(op_type + "_grad")(product_grad)
+
+
+@pytest.mark.parametrize("flags", CHECKS)
+def test_a_grad_kernel_adds_several_gradients_into_their_sums(flags, user_ops, restore_flags):
+    """Both outputs of a grad op go into sums backward holds, one of them twice over (x times
+    x), and one input wants no gradient; the sums are those of the kernel's own arrays."""
+    tape.set_flags(flags)
+    calls = []
+    _register_product("user_product", calls)
+    rng = np.random.default_rng(9)
+    x, y = (tape.Variable(rng.standard_normal((3, 4)), stop_gradient=False) for _ in range(2))
+    k = rng.standard_normal((3, 4))
+    tape.reset_global_tape()
+    a, b, c = ops.user_product(x, y), ops.user_product(x, y), ops.user_product(x, x)
+    ops.reduce_sum(ops.user_product(a + b + c, tape.Variable(k)), reduce_all=True).backward()
+    # backward's order: the last product (k wants none), then c's, b's and a's, each dOut = k
+    xv, yv = x.numpy(), y.numpy()
+    gx = k * xv
+    gx = gx + k * xv
+    gx += k * yv
+    gx += k * yv
+    gy = k * xv
+    gy += k * xv
+    np.testing.assert_array_equal(x.grad.numpy(), gx)
+    np.testing.assert_array_equal(y.grad.numpy(), gy)
+    checking = flags["FLAGS_check_nan_inf"]
+    assert calls == ["kernel"] * 4 if checking else ["kernel", "kernel", "into", "into"]

@@ -78,9 +78,9 @@ def lookup_table_v2_grad(Ids, W, dOut, padding_idx):
     return dtable
 
 
-def add_rows_into(dtable, Ids, W, dOut, padding_idx):
-    """``lookup_table_v2_grad`` added into ``dtable``, a W-shaped array, in place."""
-    _add_rows(dtable, Ids, dOut, padding_idx)
+def add_rows_into(targets, Ids, W, dOut, padding_idx):
+    """``lookup_table_v2_grad`` added into ``targets[0]``, a W-shaped array, in place."""
+    _add_rows(targets[0], Ids, dOut, padding_idx)
 
 
 lookup_table_v2_grad.add_into = add_rows_into
