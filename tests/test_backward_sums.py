@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import tape
-from tape.kernels.cpu import embedding as cpu_embedding
 from tape import functional, ops
+from tape.kernels.cpu import embedding as cpu_embedding
 from tape.ops.rules import float_same_as
 from tape.registry import GradOp, kernel, register_op
 
