@@ -165,16 +165,7 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
                 lines.append(f"        temps[{fslot!r}] = g")
                 continue
             lines += [*gradient_target_lines(fslot, i, "        ", f"es[{at[FWD_IN, fslot, i]}]"),
-                      "        old = grads.get(d)",
-                      "        if old is None:",
-                      "            grads[d] = g",
-                      "        elif d in summed:    # a sum made earlier: nothing else holds it",
-                      "            old += g",
-                      "            grads[d] = old   # (a 0-d sum is a numpy scalar: += made a "
-                      "new one)",
-                      "        else:",
-                      "            grads[d] = old + g",
-                      "            summed.add(d)"]
+                      *_sum_lines("        ", fresh=False)]
     return lines
 
 
@@ -209,17 +200,26 @@ def _added_into_lines(p: _Prepared, n: int, at: dict, arrays: str, call: list,
                       f"        e, d = e{m}, d{m}",
                       "        if type(e) is Variable and e._tape == 0:",
                       "            leaves[d] = e",
-                      "        old = grads.get(d)",
-                      "        if old is None:",
-                      "            grads[d] = g",
-                      "            summed.add(d)    # the kernel's new array: nothing holds it",
-                      "        elif d in summed:",
-                      "            old += g",
-                      "            grads[d] = old",
-                      "        else:",
-                      "            grads[d] = old + g",
-                      "            summed.add(d)"]
+                      *_sum_lines("        ", fresh=True)]
     return lines
+
+
+def _sum_lines(indent: str, fresh: bool) -> list:
+    """Lines that add gradient ``g`` to the sum kept for VarDesc ``d``: the first is taken as
+    it is (and, ``fresh`` from a kernel whose arrays nothing else holds, is a sum of its own),
+    a later one added in place into a sum backward made, or else into a new sum."""
+    return [indent + line for line in (
+        "old = grads.get(d)",
+        "if old is None:",
+        "    grads[d] = g",
+        *(["    summed.add(d)    # the kernel's new array: nothing else holds it"] if fresh
+          else []),
+        "elif d in summed:    # a sum made earlier: nothing else holds it",
+        "    old += g",
+        "    grads[d] = old   # (a 0-d sum is a numpy scalar: += made a new one)",
+        "else:",
+        "    grads[d] = old + g",
+        "    summed.add(d)")]
 
 
 def argument_lines(p: _Prepared, expression, single=None) -> list:
