@@ -34,7 +34,7 @@ class _Prepared:
     """A grad step bound to one forward CallPlan: the grad op's own CallPlan (the forward's
     place, dtype and attributes), its slots' bindings, and the output slots it must compute."""
 
-    __slots__ = ("ins", "outs", "wants", "plan")
+    __slots__ = ("ins", "outs", "wants", "plan", "add_into")
 
     def __init__(self, step: GradStep, forward: CallPlan):
         self.ins = step.ins
@@ -48,6 +48,13 @@ class _Prepared:
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
+        # the kernel's call that adds its gradients into the sums backward keeps for them
+        # (``Kernel.adding_call``), for a step whose every gradient is one forward input's
+        adding_call = getattr(self.plan.kernel, "adding_call", None)    # (stand-in kernels)
+        into = adding_call and adding_call()
+        written = [ref for _, _, bound in self.outs for ref in bound if ref[3]]
+        self.add_into = into if written and all(ref[0] == IN_GRAD for ref in written) and \
+            not any(duplicable for _, duplicable, _ in self.outs) else None
 
 
 def _write_replay(prepared: tuple, counts: tuple):
@@ -81,7 +88,7 @@ def _write_replay(prepared: tuple, counts: tuple):
                  "_shape_only_cache": _shape_only_cache}
     for n, p in enumerate(prepared):
         namespace.update({f"p{n}": p, f"direct{n}": p.plan.direct, f"attrs{n}": p.plan.attrs,
-                          f"wants{n}": p.wants})
+                          f"wants{n}": p.wants, f"into{n}": p.add_into})
         lines += _step_lines(p, n, outputs, at)
     if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
         lines.append("    temps.clear()")
@@ -135,12 +142,15 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
     arrays = "".join(f", x{present[s.name]}" if s.name in present else ", None"
                      for s in ginfo.inputs)
     single = len(ginfo.outputs) == 1
-    lines += ["    if flags.checking:",
-              f"        args = {{{', '.join(f'{slot!r}: x{k}' for slot, k in given)}}}",
-              f"        result = invoke(p{n}.plan, args, wants{n}, _grad_names(p{n}, h))"
-              + ("[0]" if single else ""),
-              "    else:",
-              f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
+    call = ["    if flags.checking:",
+            f"        args = {{{', '.join(f'{slot!r}: x{k}' for slot, k in given)}}}",
+            f"        result = invoke(p{n}.plan, args, wants{n}, _grad_names(p{n}, h))"
+            + ("[0]" if single else ""),
+            "    else:",
+            f"        result = direct{n}(attrs{n}, wants{n}{arrays})"]
+    if p.add_into is not None:
+        return lines + _added_into_lines(p, n, at, arrays, call, single)
+    lines += call
     for m, (slot, duplicable, bound) in enumerate(p.outs):
         if slot not in p.wants:
             continue
@@ -155,17 +165,61 @@ def _step_lines(p: _Prepared, n: int, outputs: dict, at: dict) -> list:
                 lines.append(f"        temps[{fslot!r}] = g")
                 continue
             lines += [*gradient_target_lines(fslot, i, "        ", f"es[{at[FWD_IN, fslot, i]}]"),
-                      "        old = grads.get(d)",
-                      "        if old is None:",
-                      "            grads[d] = g",
-                      "        elif d in summed:    # a sum made earlier: nothing else holds it",
-                      "            old += g",
-                      "            grads[d] = old   # (a 0-d sum is a numpy scalar: += made a "
-                      "new one)",
-                      "        else:",
-                      "            grads[d] = old + g",
-                      "            summed.add(d)"]
+                      *_sum_lines("        ", fresh=False)]
     return lines
+
+
+def _added_into_lines(p: _Prepared, n: int, at: dict, arrays: str, call: list,
+                      single: bool) -> list:
+    """The lines of a step whose kernel adds into sums (``p.add_into``): where backward holds a
+    sum of its own for one of the step's gradients, the kernel adds into it (an embedding's rows
+    into the table) and returns the others; else, and whenever a check is on, ``call`` runs the
+    kernel. Its new arrays become (or are added to) the sums."""
+    written = {slot: bound[0][1:3] for slot, _, bound in p.outs if bound and bound[0][3]}
+    lines, targets = [], []
+    for m, s in enumerate(p.plan.info.outputs):
+        if s.name not in written:
+            targets.append("None")
+            continue
+        fslot, i = written[s.name]
+        lines += [f"    e{m} = es[{at[FWD_IN, fslot, i]}]",
+                  f"    d{m} = e{m}.desc if type(e{m}) is Variable else e{m}",
+                  f"    t{m} = grads.get(d{m})",
+                  f"    if t{m} is not None and d{m} not in summed:",
+                  f"        t{m} = None"]
+        targets.append(f"t{m}")
+    some = " or ".join(f"{t} is not None" for t in targets if t != "None")
+    lines += [f"    if ({some}) and not flags.checking:",
+              f"        result = into{n}(({', '.join(targets)},), attrs{n}, wants{n}{arrays})",
+              "    else:",
+              *("    " + line for line in call)]
+    for m, s in enumerate(p.plan.info.outputs):
+        if s.name in written:
+            lines += [f"    g = {'result' if single else f'result[{m}]'}",
+                      "    if g is not None:",
+                      f"        e, d = e{m}, d{m}",
+                      "        if type(e) is Variable and e._tape == 0:",
+                      "            leaves[d] = e",
+                      *_sum_lines("        ", fresh=True)]
+    return lines
+
+
+def _sum_lines(indent: str, fresh: bool) -> list:
+    """Lines that add gradient ``g`` to the sum kept for VarDesc ``d``: the first is taken as
+    it is (and, ``fresh`` from a kernel whose arrays nothing else holds, is a sum of its own),
+    a later one added in place into a sum backward made, or else into a new sum."""
+    return [indent + line for line in (
+        "old = grads.get(d)",
+        "if old is None:",
+        "    grads[d] = g",
+        *(["    summed.add(d)    # the kernel's new array: nothing else holds it"] if fresh
+          else []),
+        "elif d in summed:    # a sum made earlier: nothing else holds it",
+        "    old += g",
+        "    grads[d] = old   # (a 0-d sum is a numpy scalar: += made a new one)",
+        "else:",
+        "    grads[d] = old + g",
+        "    summed.add(d)")]
 
 
 def argument_lines(p: _Prepared, expression, single=None) -> list:

@@ -25,9 +25,10 @@ class Kernel:
     ``x * c`` with nothing else to decide), or None for the general one. ``reads()`` says which
     input slots it reads, for the unused-input check: the slots whose parameters its body
     loads, found once from the bytecode (the checks run ``call``, the function itself).
+    ``adding_call()`` is the same call of the function's ``add_into``, if it has one.
     """
 
-    __slots__ = ("fn", "call", "positional", "_params", "_reads")
+    __slots__ = ("fn", "call", "positional", "_params", "_reads", "_positional_args")
 
     def __init__(self, fn, info: OpInfo):
         self.fn = fn
@@ -62,11 +63,27 @@ class Kernel:
         arrays = "".join(f", a{i}" for i in range(len(info.inputs)))
         self.positional = eval(f"lambda attrs, wants{arrays}: fn({', '.join(positional)})",
                                {"fn": self.fn})
+        self._positional_args = (arrays, ", ".join(positional))
 
     def for_attrs(self, attrs: dict, dtype: int):
         with_attrs = getattr(self.fn, "with_attrs", None)
         fixed = None if with_attrs is None else with_attrs(attrs, dtype)
         return self.positional if fixed is None else fixed
+
+    def adding_call(self):
+        """``add_into(targets, attrs, wants, *arrays)``, when the kernel function has an
+        ``add_into`` attribute (a function of ``targets`` and then the kernel's own parameters),
+        else None. ``targets`` holds one entry per output: an array to add that output into in
+        place, or None; it returns what the kernel returns, but None for each output it added.
+        Such a kernel returns new arrays that nothing else holds. Eager backward uses it to add
+        a gradient into the sum it keeps, without making it first (an embedding lookup's rows
+        into the table's gradient)."""
+        into = getattr(self.fn, "add_into", None)
+        if into is None:
+            return None
+        arrays, arguments = self._positional_args
+        return eval(f"lambda targets, attrs, wants{arrays}: into(targets, {arguments})",
+                    {"into": into})
 
     def reads(self) -> tuple[frozenset, frozenset]:
         """``(read, shape_only)``: the input slots whose values the kernel's body loads, and

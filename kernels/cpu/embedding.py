@@ -1,5 +1,10 @@
 """lookup_table_v2: a numba gather that validates the ids as it copies, and a scatter-add
-gradient into a dense table."""
+gradient into a dense table.
+
+The gradient also adds into a table it is given (``add_into``): eager backward sums the
+gradients of an embedding looked up once per leaf of a tree into one table, so each lookup
+costs its rows, not a zeroed table and a sum over the whole of it.
+"""
 import numpy as np
 
 from tape.errors import InvalidArgumentError
@@ -58,11 +63,24 @@ def lookup_table_v2(Ids, W, padding_idx):
     return out.reshape(Ids.shape + W.shape[1:])
 
 
+def _add_rows(dtable, Ids, dOut, padding_idx):
+    """dtable[Ids[i]] += dOut[i] in place, skipping padding_idx."""
+    ids = _flat_ids(Ids)
+    dout = np.ascontiguousarray(dOut).reshape(ids.size, dtable.shape[1])
+    bad = _scatter_add_rows(ids, dout, padding_idx, dtable)
+    _raise_if_bad("lookup_table_v2_grad", bad, ids, dtable.shape[0])
+
+
 @kernel("lookup_table_v2_grad")
 def lookup_table_v2_grad(Ids, W, dOut, padding_idx):
-    ids = _flat_ids(Ids)
     dtable = np.zeros(W.shape, W.dtype)
-    dout = np.ascontiguousarray(dOut).reshape(ids.size, W.shape[1])
-    bad = _scatter_add_rows(ids, dout, padding_idx, dtable)
-    _raise_if_bad("lookup_table_v2_grad", bad, ids, W.shape[0])
+    _add_rows(dtable, Ids, dOut, padding_idx)
     return dtable
+
+
+def add_rows_into(targets, Ids, W, dOut, padding_idx):
+    """``lookup_table_v2_grad`` added into ``targets[0]``, a W-shaped array, in place."""
+    _add_rows(targets[0], Ids, dOut, padding_idx)
+
+
+lookup_table_v2_grad.add_into = add_rows_into

@@ -57,5 +57,7 @@ def _scatter_add_rows(ids, dout, padding_idx, dtable):
 _flat_ids = on_device(cpu._flat_ids)
 cuda_kernel("lookup_table_v2")(on_device(cpu.lookup_table_v2, _flat_ids=_flat_ids,
                                          _gather_rows=_gather_rows))
-cuda_kernel("lookup_table_v2_grad")(on_device(cpu.lookup_table_v2_grad, _flat_ids=_flat_ids,
-                                              _scatter_add_rows=_scatter_add_rows))
+_add_rows = on_device(cpu._add_rows, _flat_ids=_flat_ids, _scatter_add_rows=_scatter_add_rows)
+lookup_table_v2_grad = on_device(cpu.lookup_table_v2_grad, _add_rows=_add_rows)
+lookup_table_v2_grad.add_into = on_device(cpu.add_rows_into, _add_rows=_add_rows)
+cuda_kernel("lookup_table_v2_grad")(lookup_table_v2_grad)
