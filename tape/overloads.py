@@ -15,7 +15,7 @@ from . import dtypes, ops
 from .attr_signature import signature
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import LazyTape, Tape, _local, get_global_tape
+from .tape import LazyTape, Tape, _local, get_global_tape, positional_runner, runner
 from .variable import Variable, as_variable
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -59,6 +59,10 @@ def _binary(op_type: str, by_number=None, reflected: bool = False):
             y = _operand(self, other)
             if y is None:
                 return NotImplemented
+        t = _local.tape
+        if type(t) is Tape:     # (the positional runner: no dicts in or out)
+            run = info.positional or positional_runner(info)
+            return run(t, _NO_ATTRS, (), y, self) if reflected else run(t, _NO_ATTRS, (), self, y)
         return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
                     _NO_ATTRS, ())
     return operator
@@ -73,8 +77,8 @@ def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
     t = _local.tape
     if t is None:
         t = get_global_tape()
-    if type(t) is Tape and info.runner is not None:
-        return info.runner(t, inputs, attrs, None, sig)["Out"][0]
+    if type(t) is Tape:
+        return (info.runner or runner(info))(t, inputs, attrs, None, sig)["Out"][0]
     if type(t) is LazyTape:
         return t.run(info, inputs, attrs, None, sig)["Out"][0]
     return t.run(info, inputs, attrs)["Out"][0]
@@ -93,14 +97,10 @@ def _scale(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variable:
     attrs = _scale_attrs.get((scale, bias))
     if attrs is None:
         attrs = _scale_attrs_of(scale, bias)
-    t = _local.tape     # (``_run``, written out: a frame less on the commonest op)
-    if t is None:
-        t = get_global_tape()
-    if type(t) is Tape and _SCALE.runner is not None:
-        return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
-    if type(t) is LazyTape:
-        return t.run(_SCALE, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
-    return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
+    t = _local.tape
+    if type(t) is Tape:     # (the positional runner: no dicts in or out)
+        return (_SCALE.positional or positional_runner(_SCALE))(t, attrs[0], attrs[1], x)
+    return _run(_SCALE, {"X": [x]}, attrs[0], attrs[1])
 
 
 _scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)

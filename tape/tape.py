@@ -12,6 +12,7 @@ from .backward import run_backward
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .handles import EagerHandle, OpHandle
 from .registry import OpInfo, op_info
+from .positional import make_positional, positional_slots
 from .runner import make_runner
 from .runner_checks import fate, tape_spent
 from .variable import Variable
@@ -211,6 +212,15 @@ def runner(info: OpInfo):
 
 
 _RUNNER_ENV["eager_runner"] = runner
+
+
+def positional_runner(info: OpInfo):
+    """The positional runner of op ``info``, ``run(tape, attrs, sig, *required inputs)``
+    (made on first use, then ``info.positional``; ``tape.positional``), or None when the op's
+    slots allow none."""
+    if info.positional is None and positional_slots(info) is not None:
+        info.positional = make_positional(info, _RUNNER_ENV)
+    return info.positional
 
 
 def lazy_runner(info: OpInfo):
