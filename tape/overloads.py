@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from . import dtypes, ops
-from .attr_signature import signature
+from .attr_signature import signature, token
 from .errors import InvalidArgumentError
 from .registry import op_info
 from .tape import LazyTape, Tape, _local, get_global_tape, positional_runner, runner
@@ -94,27 +94,38 @@ def _scale(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variable:
     find the other zero's attributes (``_scale_signed`` takes those). A product's bias is
     -0.0, the one that adds nothing (``x * c`` stays IEEE's product, -0.0 included, where
     Paddle's scale would turn -0.0 + 0.0 into +0.0; the kernel then skips the add)."""
-    attrs = _scale_attrs.get((scale, bias))
-    if attrs is None:
-        attrs = _scale_attrs_of(scale, bias)
+    made = _scale_attrs.get((scale, bias))
+    if made is None:
+        made = _remembered(_scale_attrs, (scale, bias), scale, bias)
+    return _run_scale(x, made)
+
+
+def _run_scale(x: Variable, made: tuple) -> Variable:
+    """Out of ``scale`` on ``x`` with ``made``, its ``(attributes, signature)``."""
     t = _local.tape
     if type(t) is Tape:     # (the positional runner: no dicts in or out)
-        return (_SCALE.positional or positional_runner(_SCALE))(t, attrs[0], attrs[1], x)
-    return _run(_SCALE, {"X": [x]}, attrs[0], attrs[1])
+        return (_SCALE.positional or positional_runner(_SCALE))(t, made[0], made[1], x)
+    return _run(_SCALE, {"X": [x]}, made[0], made[1])
 
 
-_scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
+# (scale, bias) -> (scale's attributes, their signature); and for the two commonest kinds of
+# scale, keyed by the one number that varies: ``x * c`` (bias -0.0) and ``x + c`` (scale 1)
+_scale_attrs: dict = {}
+_products: dict = {}
+_sums: dict = {}
 
 
-def _scale_attrs_of(scale: float, bias: float, key=None) -> tuple:
-    """``(attributes, signature)`` of (scale, bias), remembered under ``key`` (default: the
-    two values) unless one is a NaN (a fresh NaN is a new key each time)."""
+def _remembered(cache: dict, key, scale: float, bias: float) -> tuple:
+    """``(attributes, signature)`` of (scale, bias), remembered in ``cache`` under ``key``
+    unless one is a NaN (a fresh NaN is a new key each time). The signature of remembered
+    attributes is a token (``attr_signature.token``): one int, hashed at once where the
+    tuple signature's floats would be hashed per op."""
     attrs = {"scale": scale, "bias": bias}
-    made = (attrs, signature(attrs))
-    if scale == scale and bias == bias:
-        if len(_scale_attrs) >= 1024:
-            _scale_attrs.clear()
-        _scale_attrs[(scale, bias) if key is None else key] = made
+    if scale != scale or bias != bias:
+        return attrs, signature(attrs)
+    if len(cache) >= 1024:
+        cache.clear()
+    made = cache[key] = (attrs, token())
     return made
 
 
@@ -122,10 +133,10 @@ def _scale_signed(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variab
     """``_scale`` for values that may be a zero of either sign (the operand of the general
     operators, a zero float): remembered under a key that holds the signs too."""
     key = (scale, bias, math.copysign(1.0, scale), math.copysign(1.0, bias))
-    attrs = _scale_attrs.get(key)
-    if attrs is None:
-        attrs = _scale_attrs_of(scale, bias, key)
-    return _run(_SCALE, {"X": [x]}, attrs[0], attrs[1])
+    made = _scale_attrs.get(key)
+    if made is None:
+        made = _remembered(_scale_attrs, key, scale, bias)
+    return _run_scale(x, made)
 
 
 _add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c))
@@ -143,7 +154,13 @@ _truediv = _binary("elementwise_div", lambda x, c: _scale_signed(x, scale=1.0 / 
 
 def _add_float(self, other):
     if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, 1.0, other)
+        made = _sums.get(other)
+        if made is None:
+            made = _remembered(_sums, other, 1.0, other)
+        t = _local.tape     # (``_run_scale``, written out: a frame less on the commonest ops)
+        if type(t) is Tape and _SCALE.positional is not None:
+            return _SCALE.positional(t, made[0], made[1], self)
+        return _run_scale(self, made)
     return _add(self, other)
 
 
@@ -161,7 +178,13 @@ def _rsub_float(self, other):
 
 def _mul_float(self, other):
     if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, other)
+        made = _products.get(other)
+        if made is None:
+            made = _remembered(_products, other, other, -0.0)
+        t = _local.tape     # (as in _add_float)
+        if type(t) is Tape and _SCALE.positional is not None:
+            return _SCALE.positional(t, made[0], made[1], self)
+        return _run_scale(self, made)
     return _mul(self, other)
 
 

@@ -50,9 +50,8 @@ def make_positional(info, env: dict):
     for i in range(n):
         lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
     lines += ["    place = v0.place" if n else "    place = default_place[0]"]
-    key = []
-    for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
-        key.append(f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None")
+    key = [f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None"
+           for i in range(len(info.inputs))]
     lines += [
         "    if sig is None:",
         "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",

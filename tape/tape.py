@@ -11,8 +11,8 @@ from . import pending as _pending
 from .backward import run_backward
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .handles import EagerHandle, OpHandle
-from .registry import OpInfo, op_info
 from .positional import make_positional, positional_slots
+from .registry import OpInfo, op_info
 from .runner import make_runner
 from .runner_checks import fate, tape_spent
 from .variable import Variable

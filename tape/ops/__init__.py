@@ -8,8 +8,8 @@ one Variable, or a tuple in proto order.
 import builtins
 import inspect
 
-from ..registry import REGISTRY
 from ..positional import positional_slots
+from ..registry import REGISTRY
 from ..tape import Tape, _local, get_global_tape, positional_runner
 
 # each family registers its ops on import
