@@ -37,6 +37,17 @@ def signature(attrs: dict) -> tuple:
             *map(type, attrs.values()), ZeroSigns(signs))
 
 
+def listed_signature(attrs: dict) -> tuple:
+    """The plain signature of ``attrs`` (which hold no float zero or NaN), hashable when a
+    value is a list of hashable items: each list as ``(its items as a tuple, their types)``,
+    which tell calls apart as the list would (``[1, 2]`` and ``[1.0, 2.0]`` are two
+    signatures). A list of lists stays unhashable."""
+    if not attrs:
+        return ()
+    return (*((name, (tuple(value), tuple(map(type, value))) if type(value) is list else value)
+              for name, value in attrs.items()), *map(type, attrs.values()))
+
+
 def is_exact(sig) -> bool:
     """Whether ``sig`` is an exact signature (its attributes hold a zero or a NaN), or a
     token (``token``), which stands for one."""

@@ -21,7 +21,7 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import variable_lines
+from .runner import infer_new, variable_lines
 
 
 def positional_slots(info) -> tuple | None:
@@ -64,15 +64,23 @@ def make_positional(info, env: dict):
         "        plan = None"]
     required_outs = [j for j, s in enumerate(info.outputs)
                      if not (s.duplicable or s.dispensable)]
-    served = ["plan is None", "flags.checking", "(made := plan.made) is None"]
-    served += [f"made[{j}] is None" for j in required_outs]
+    served = ["flags.checking"]
+    made = ["(made := plan.made) is None", *(f"made[{j}] is None" for j in required_outs)]
+    # (a plan that cannot describe its outputs: the general runner's make_outputs makes them)
+    check_made = [f"    if {' or '.join(made)}:",
+                  f"        return general(tape, attrs, sig{args})"]
     for i in range(n):
         served.append(f"a{i} is None")
         if i:
             served.append(f"v{i}.place is not place")
         served.append(f"v{i}._tape and v{i}._tape != tape.serial and not d{i}.stop_gradient")
     lines += [f"    if {' or '.join(served)}:",
-              f"        return general(tape, attrs, sig{args})"]
+              f"        return general(tape, attrs, sig{args})",
+              "    if plan is None:",
+              "        plan = infer_new(info, {"
+              + ", ".join(f"{name!r}: [v{i}]" for i, name in enumerate(required))
+              + "}, attrs, place, key)",
+              *check_made]
     arrays = "".join(f", a{i}" for i in range(n)) + ", None" * (len(info.inputs) - n)
     single = len(info.outputs) == 1
     lines += [
@@ -155,7 +163,7 @@ def _compiled(info, lines: list, env: dict):
     namespace = dict(info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      Variable=Variable, VarDesc=VarDesc, DENSE_TENSOR=DENSE_TENSOR,
                      new=object.__new__, local=env["local"], EagerHandle=env["EagerHandle"],
-                     general=general)
+                     general=general, infer_new=infer_new)
     exec(compile("\n".join(lines), f"<positional runner of {info.type}>", "exec"), namespace)
     return namespace["run"]
 

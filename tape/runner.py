@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import flags as _flags
 from . import place as _places
-from .attr_signature import is_exact, signature
+from .attr_signature import is_exact, listed_signature, signature
 from .desc import DENSE_TENSOR, VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError
@@ -90,7 +90,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "        plan = None",
         *stale,
         "    if plan is None:",
-        "        plan = _infer_new(info, inputs, attrs, place, key)"]
+        "        plan = infer_new(info, inputs, attrs, place, key)"]
     if lazy:    # no kernel call: the op is recorded to run when asked for (tape.lazy_runner)
         lines += env["lazy_lines"](info, arrays, entries)
         return _compiled(info, lines, env, lazy)
@@ -135,7 +135,7 @@ def make_runner(info, env: dict, lazy: bool = False):
 def _compiled(info, lines: list, env: dict, lazy: bool):
     """The function ``run`` that ``lines`` define, compiled with the names runners use."""
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
-                     invoke=invoke, _infer_new=_infer_new, Variable=Variable,
+                     invoke=invoke, infer_new=infer_new, Variable=Variable,
                      check_stale=check_stale, stale_error=stale_error,
                      spent_error=spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=count_error,
@@ -254,21 +254,27 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        v{i} = d{i} = a{i} = k{i} = None"]
 
 
-def _infer_new(info, inputs: dict, attrs, place, key: tuple):
-    """The CallPlan of a signature not seen before: attributes checked (their normalised form
-    keys the plan when the given ones are not hashable), then ``dispatch.infer``.
+def infer_new(info, inputs: dict, attrs, place, key: tuple):
+    """The CallPlan of a key its runner did not find: the plan of the attributes' exact or
+    listed signature when there is one, else a new one (attributes checked, then
+    ``dispatch.infer``), remembered under that signature (the checked attributes' when the
+    given ones are not hashable even so: a list of lists).
 
     A plan whose attributes hold a float zero or a NaN is keyed by their exact signature
     (``attr_signature``), never by the plain one a runner writes out: ``-0.0 == 0.0`` would
     find the other zero's plan, and a fresh NaN none. Such a call comes here every time; the
-    check of the values costs only these calls, and plan creation."""
+    check of the values costs only these calls, and plan creation. So does a call with a list
+    among its attributes, which a runner's plain signature cannot hash: it is found by its
+    listed signature (``attr_signature.listed_signature``)."""
     if not is_exact(key[0]):
         exact = signature(attrs)
-        if is_exact(exact):
-            key = (exact, *key[1:])
+        key = (exact if is_exact(exact) else listed_signature(attrs), *key[1:])
+        try:
             plan = info.plans.get(key)
-            if plan is not None:
-                return plan
+        except TypeError:   # a list of lists
+            plan = None
+        if plan is not None:
+            return plan
     attrs, attrs_key = info.checked_attrs(attrs)
     try:
         hash(key)
