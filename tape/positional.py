@@ -21,7 +21,7 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import infer_new, variable_lines
+from .runner import GRAD_FLOWS, infer_new, variable_lines
 
 
 def positional_slots(info) -> tuple | None:
@@ -36,7 +36,8 @@ def positional_slots(info) -> tuple | None:
 
 def make_positional(info, env: dict):
     """The positional runner of ``info`` (``positional_slots`` must allow one); ``env`` holds
-    what it takes from tape.py: ``local``, ``EagerHandle`` and ``eager_runner``."""
+    what it takes from tape.py: ``local``, ``no_grad_blocks``, ``EagerHandle`` and
+    ``eager_runner``."""
     required = positional_slots(info)
     n = len(required)
     args = "".join(f", v{i}" for i in range(n))
@@ -85,7 +86,7 @@ def make_positional(info, env: dict):
     single = len(info.outputs) == 1
     lines += [
         f"    result = plan.direct(plan.attrs, None{arrays})",
-        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    if not (grad_flows or tracing):",
         *_output_lines(info, single, False),
@@ -108,8 +109,8 @@ def make_positional(info, env: dict):
 
 def _output_lines(info, single: bool, recorded: bool) -> list:
     """Lines (indented for the unrecorded branch) that make each output slot's new Variables
-    from ``made`` into ``r{j}`` (None for a slot the op does not write) and, when
-    ``recorded``, its handle entries into ``o{j}``."""
+    from ``made`` into ``r{j}`` (None for a slot the op does not write; ``v`` itself for an
+    op's one output) and, when ``recorded``, its handle entries into ``o{j}``."""
     lines = []
     for j, slot in enumerate(info.outputs):
         value = "result" if single else f"result[{j}]"
@@ -123,7 +124,9 @@ def _output_lines(info, single: bool, recorded: bool) -> list:
                 body.append(f"o{j} = vs" if kept else
                             f"o{j} = vs if tracing else [v.desc for v in vs]")
         else:
-            body = [f"m = made[{j}]", *variable_lines("", value, recorded), f"r{j} = v"]
+            body = variable_lines("", value, recorded, made=f"made[{j}]")
+            if not _only_output(info):
+                body.append(f"r{j} = v")
             if recorded:
                 entry = ("v", "d") if not slot.dispensable else ("(v,)", "(d,)")
                 body.append(f"o{j} = {entry[0]}" if kept else
@@ -136,9 +139,17 @@ def _output_lines(info, single: bool, recorded: bool) -> list:
     return lines
 
 
+def _only_output(info) -> bool:
+    """Whether the op writes one output, always (its Variable is ``v``, returned as it is)."""
+    return len(info.outputs) == 1 and not (info.outputs[0].duplicable or
+                                           info.outputs[0].dispensable)
+
+
 def _returned(info) -> list:
     """The line returning what ``tape.ops.<type>`` returns (indented for the unrecorded
     branch): the visible outputs, one Variable or a tuple."""
+    if _only_output(info):
+        return ["        return v"]
     visible = [f"r{j}" for j, s in enumerate(info.outputs) if not s.intermediate]
     if len(visible) == 1:
         return [f"        return {visible[0]}"]
@@ -163,6 +174,7 @@ def _compiled(info, lines: list, env: dict):
     namespace = dict(info=info, CPU=CPU, default_place=_places._default, flags=_flags,
                      Variable=Variable, VarDesc=VarDesc, DENSE_TENSOR=DENSE_TENSOR,
                      new=object.__new__, local=env["local"], EagerHandle=env["EagerHandle"],
+                     no_grad_blocks=env["no_grad_blocks"],
                      general=general, infer_new=infer_new)
     exec(compile("\n".join(lines), f"<positional runner of {info.type}>", "exec"), namespace)
     return namespace["run"]

@@ -28,12 +28,18 @@ from .runner_checks import (
 )
 from .variable import Variable, new_variable
 
+# Whether the op's outputs want gradients: the plan says whether any input does, and the
+# thread's depth in ``no_grad`` blocks is read only while some thread has one open.
+GRAD_FLOWS = ("    grad_flows = plan.requires_grad and not (no_grad_blocks[0] and "
+              "local.no_grad_depth)")
+
 
 def make_runner(info, env: dict, lazy: bool = False):
     """The runner of ``info``: ``run(tape, inputs, attrs, outputs=None, sig=None) -> {slot:
     [Variable]}``; ``sig`` is ``signature(attrs)`` when the caller has it already.
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
+    ``no_grad_blocks`` (how many no_grad blocks are open in all threads),
     ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
     kernel call: its outputs are pending on the op (``tape.lazy``), computed when asked for; an
     op whose output shapes only its values tell (``CallPlan.shaped_by_values``) runs at once.
@@ -108,7 +114,7 @@ def make_runner(info, env: dict, lazy: bool = False):
     # make_outputs takes one entry per output slot, as invoke returns them
     result = "(result,)" if single else "result"
     lines += [
-        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
@@ -194,16 +200,19 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
     return lines + ["        return produced"]
 
 
-def variable_lines(indent: str, value: str, recorded: bool) -> list:
+def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> list:
     """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
-    from ``m`` = (shape, dtype, stop_gradient when a gradient flows)."""
+    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows)."""
+    described = (["d.shape, d.dtype, d.stop_gradient = " + made,
+                  "if not grad_flows:",
+                  "    d.stop_gradient = True"] if recorded else
+                 ["d.shape, d.dtype, stop_gradient = " + made,
+                  "d.stop_gradient = True"])
     return [indent + line for line in (
         "d = new(VarDesc)",
         "d._name = None",
-        "d.shape, d.dtype, stop_gradient = m",
+        *described,
         "d.persistable = False",
-        "d.stop_gradient = stop_gradient if grad_flows else True" if recorded
-        else "d.stop_gradient = True",
         "d.type = DENSE_TENSOR",
         "d.need_check_feed = False",
         "v = new(Variable)",

@@ -31,6 +31,12 @@ class _ThreadState(threading.local):
 
 _local = _ThreadState()
 
+# How many ``no_grad`` blocks are open, in all threads: while none is, a runner need not read
+# its thread's depth (a thread-local read per op). Changed under a lock: ``+=`` on it is not
+# atomic between threads.
+_no_grad_blocks = [0]
+_no_grad_lock = threading.Lock()
+
 
 class Tape:
     """Records the ops that lead to Variables that want gradients; ``backward`` replays them."""
@@ -196,7 +202,8 @@ def compute(*variables) -> None:
 
 _flags.on_change("FLAGS_lazy_execution", lambda: _follow_mode(_local.tape))
 
-_RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle,
+_RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
+               "restart": reset_global_tape, "OpHandle": OpHandle,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
                "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
@@ -246,8 +253,12 @@ def using_tape(t: Tape):
 @contextlib.contextmanager
 def no_grad():
     """Run ops without recording them: their outputs never want gradients."""
+    with _no_grad_lock:
+        _no_grad_blocks[0] += 1
     _local.no_grad_depth += 1
     try:
         yield
     finally:
         _local.no_grad_depth -= 1
+        with _no_grad_lock:
+            _no_grad_blocks[0] -= 1

@@ -305,3 +305,38 @@ def test_a_list_attribute_finds_its_plan_and_a_wrong_one_is_refused_every_time(u
     assert checks == ["reshape2"] * 4
     assert listed_signature({"a": [1, 2]}) != listed_signature({"a": [1.0, 2.0]})
     assert listed_signature({"a": [1, 2]}) != listed_signature({"a": (1, 2)})
+
+
+def test_no_grad_in_one_thread_leaves_another_recording(unchecked):
+    """Runners read a thread's no_grad depth only while some thread has a block open
+    (``tape._no_grad_blocks``): the count follows the blocks, errors included, and a block
+    in one thread never stops another from recording."""
+    import threading
+
+    from tape.tape import _no_grad_blocks
+    x = tape.Variable(np.ones(3, np.float32), stop_gradient=False)
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        with tape.no_grad():
+            inside.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        inside.wait(10)
+        assert _no_grad_blocks[0] == 1
+        tape.reset_global_tape()
+        y = x * 2.0
+        assert not y.stop_gradient and len(tape.get_global_tape()) == 1
+        with tape.no_grad():
+            assert _no_grad_blocks[0] == 2
+            assert (x * 2.0).stop_gradient
+    finally:
+        done.set()
+        thread.join()
+    with pytest.raises(ZeroDivisionError), tape.no_grad():
+        raise ZeroDivisionError
+    assert _no_grad_blocks[0] == 0
+    assert not (x * 2.0).stop_gradient
