@@ -97,7 +97,7 @@ def make_positional(info, env: dict):
                        f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
     lines += ["    serial = tape.serial",
               *(line[4:] for line in _output_lines(info, single, True)),
-              "    h = new(EagerHandle)",
+              "    h = EagerHandle()",
               "    h.plan, h.entries = plan, ("
               + "".join(f"{e}, " for e in entries)
               + "".join(f"o{j}, " if j in required_outs else f"*o{j}, "

@@ -129,7 +129,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    outs = {}",
         f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
-        "    h = new(EagerHandle)",
+        "    h = EagerHandle()",
         f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
         "*[e for es in outs.values() for e in es],)",
         "    tape._ops.append(h)",
@@ -194,7 +194,7 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
                 lines += ["        else:", f"            o{n} = ()"]
             outs.append(f"o{n}" if n in required else f"*o{n}")
     if recorded:
-        lines += ["        h = new(EagerHandle)",
+        lines += ["        h = EagerHandle()",
                   f"        h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts + outs)})",
                   "        tape._ops.append(h)"]
     return lines + ["        return produced"]
