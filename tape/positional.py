@@ -159,7 +159,7 @@ def _returned(info) -> list:
 def _compiled(info, lines: list, env: dict):
     from . import flags as _flags
     from . import place as _places
-    from .desc import DENSE_TENSOR, VarDesc
+    from .desc import VarDesc
     from .variable import Variable
 
     names = [s.name for s in info.inputs if not s.dispensable]
@@ -172,7 +172,7 @@ def _compiled(info, lines: list, env: dict):
         return visible_outputs(info, out)
 
     namespace = dict(info=info, CPU=CPU, default_place=_places._default, flags=_flags,
-                     Variable=Variable, VarDesc=VarDesc, DENSE_TENSOR=DENSE_TENSOR,
+                     Variable=Variable, VarDesc=VarDesc,
                      new=object.__new__, local=env["local"], EagerHandle=env["EagerHandle"],
                      no_grad_blocks=env["no_grad_blocks"],
                      general=general, infer_new=infer_new)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import flags as _flags
 from . import place as _places
 from .attr_signature import is_exact, listed_signature, signature
-from .desc import DENSE_TENSOR, VarDesc
+from .desc import VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError
 from .place import CPU
@@ -146,7 +146,7 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
                      spent_error=spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=count_error,
                      not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
-                     DENSE_TENSOR=DENSE_TENSOR, EagerHandle=env["EagerHandle"],
+                     EagerHandle=env["EagerHandle"],
                      common_place=common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
@@ -212,9 +212,6 @@ def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> 
         "d = new(VarDesc)",
         "d._name = None",
         *described,
-        "d.persistable = False",
-        "d.type = DENSE_TENSOR",
-        "d.need_check_feed = False",
         "v = new(Variable)",
         "v.desc = d",
         f"v._value = {value}",

@@ -57,8 +57,11 @@ def _make_op_function(info):
     required = positional_slots(info)
     if required is not None:
         # (only while Tape.run is Tape's own: a subclass or a spy on Tape.run sees every op)
+        # (no slot given by name: a test per slot costs less than a set's isdisjoint call)
+        unnamed = (" and ".join(f"{name!r} not in attrs" for name, _ in slots)
+                   if len(slots) <= 3 else "by_name.isdisjoint(attrs)")
         plain = ["type(t) is Tape", *(f"a{i} is None" for i in builtins.range(
-            len(required), len(slots))), "(not attrs or by_name.isdisjoint(attrs))",
+            len(required), len(slots))), *([f"(not attrs or {unnamed})"] if slots else []),
             "Tape.run is tape_run"]
         lines += [f"    if {' and '.join(plain)}:",
                   "        return positional(t, attrs, None"
