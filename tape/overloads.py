@@ -158,8 +158,8 @@ def _add_float(self, other):
         if made is None:
             made = _remembered(_sums, other, 1.0, other)
         t = _local.tape     # (``_run_scale``, written out: a frame less on the commonest ops)
-        if type(t) is Tape and _SCALE.positional is not None:
-            return _SCALE.positional(t, made[0], made[1], self)
+        if type(t) is Tape and (run := _SCALE.positional) is not None:
+            return run(t, made[0], made[1], self)
         return _run_scale(self, made)
     return _add(self, other)
 
@@ -182,8 +182,8 @@ def _mul_float(self, other):
         if made is None:
             made = _remembered(_products, other, other, -0.0)
         t = _local.tape     # (as in _add_float)
-        if type(t) is Tape and _SCALE.positional is not None:
-            return _SCALE.positional(t, made[0], made[1], self)
+        if type(t) is Tape and (run := _SCALE.positional) is not None:
+            return run(t, made[0], made[1], self)
         return _run_scale(self, made)
     return _mul(self, other)
 

@@ -50,7 +50,8 @@ def make_positional(info, env: dict):
               f"        return general(tape, attrs, sig{args})"]
     for i in range(n):
         lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
-    lines += ["    place = v0.place" if n else "    place = default_place[0]"]
+    lines += ["    place = v0.place" if n else "    place = default_place[0]",
+              "    serial = tape.serial"]
     key = [f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None"
            for i in range(len(info.inputs))]
     lines += [
@@ -65,23 +66,23 @@ def make_positional(info, env: dict):
         "        plan = None"]
     required_outs = [j for j, s in enumerate(info.outputs)
                      if not (s.duplicable or s.dispensable)]
+    # (each condition binds t{i}, the input's tape, when none before it held)
     served = ["flags.checking"]
-    made = ["(made := plan.made) is None", *(f"made[{j}] is None" for j in required_outs)]
-    # (a plan that cannot describe its outputs: the general runner's make_outputs makes them)
-    check_made = [f"    if {' or '.join(made)}:",
-                  f"        return general(tape, attrs, sig{args})"]
     for i in range(n):
         served.append(f"a{i} is None")
         if i:
             served.append(f"v{i}.place is not place")
-        served.append(f"v{i}._tape and v{i}._tape != tape.serial and not d{i}.stop_gradient")
+        served.append(f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient")
     lines += [f"    if {' or '.join(served)}:",
               f"        return general(tape, attrs, sig{args})",
               "    if plan is None:",
               "        plan = infer_new(info, {"
               + ", ".join(f"{name!r}: [v{i}]" for i, name in enumerate(required))
               + "}, attrs, place, key)",
-              *check_made]
+              # (a plan that cannot describe its outputs: the general runner makes them)
+              "    made = plan.made_whole",
+              "    if made is None:",
+              f"        return general(tape, attrs, sig{args})"]
     arrays = "".join(f", a{i}" for i in range(n)) + ", None" * (len(info.inputs) - n)
     single = len(info.outputs) == 1
     lines += [
@@ -94,9 +95,8 @@ def make_positional(info, env: dict):
     entries = []
     for i, name in enumerate(required):
         entries.append(f"v{i}" if name in info.keeps else
-                       f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
-    lines += ["    serial = tape.serial",
-              *(line[4:] for line in _output_lines(info, single, True)),
+                       f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}")
+    lines += [*(line[4:] for line in _output_lines(info, single, True)),
               "    h = EagerHandle()",
               "    h.plan, h.entries = plan, ("
               + "".join(f"{e}, " for e in entries)
