@@ -41,11 +41,17 @@ def _operand(x: Variable, other):
     return None
 
 
-def _binary(op_type: str, by_number=None, reflected: bool = False):
+def _binary(op_type: str, by_number=None, reflected: bool = False, by_float=None):
     """An operator running ``op_type`` on (self, other), or on (other, self) when ``reflected``;
     ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op.
-    Each of these ops takes X and Y and writes Out; the operator gives them to the tape's
-    runner directly (``tape.ops``' generic argument handling is not needed for them)."""
+    Each of these ops takes X and Y and writes Out; the operator gives them to the op's
+    positional runner (``tape.positional``) on an eager tape.
+
+    ``by_float(c)``, when given, is ``(scale, bias)`` of the scale op that serves a float
+    Variable and a non-zero Python float ``c``, the commonest operand of all: served in the
+    operator itself, its attributes remembered per ``c`` (a zero goes the general way,
+    whose cache keeps its sign). The two common cases are written out as a function of no
+    closure (``_written_out``); it hands every other to ``operator`` below."""
     info = op_info(op_type)
 
     def operator(self, other):
@@ -65,7 +71,37 @@ def _binary(op_type: str, by_number=None, reflected: bool = False):
             return run(t, _NO_ATTRS, (), y, self) if reflected else run(t, _NO_ATTRS, (), self, y)
         return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
                     _NO_ATTRS, ())
-    return operator
+    return _written_out(info, operator, reflected, by_float)
+
+
+def _written_out(info, general, reflected: bool, by_float):
+    """``general`` (an operator of ``_binary``) with its two common cases first, on an eager
+    tape whose op has a positional runner: a Variable operand, and (with ``by_float``) a
+    non-zero Python float one beside a float Variable."""
+    lines = ["def operator(self, other):"]
+    if by_float is not None:
+        lines += ["    if type(other) is float and other and self.desc.dtype in FLOATING:",
+                  "        made = floats.get(other)",
+                  "        if made is None:",
+                  "            made = remembered(floats, other, *by_float(other))",
+                  "        t = local.tape",
+                  "        if type(t) is Tape and (run := SCALE.positional) is not None:",
+                  "            return run(t, made[0], made[1], self)",
+                  "        return run_scale(self, made)"]
+    lines += ["    if type(other) is Variable:",
+              "        t = local.tape",
+              "        if type(t) is Tape and (run := info.positional) is not None:",
+              "            return run(t, NO_ATTRS, (), "
+              + ("other, self)" if reflected else "self, other)"),
+              "    return general(self, other)"]
+    floats: dict = {}
+    _float_caches.append(floats)
+    namespace = dict(FLOATING=_FLOATING, floats=floats, remembered=_remembered,
+                     by_float=by_float, local=_local, Tape=Tape, SCALE=_SCALE,
+                     run_scale=_run_scale, Variable=Variable, info=info, NO_ATTRS=_NO_ATTRS,
+                     general=general)
+    exec(compile("\n".join(lines), f"<operator of {info.type}>", "exec"), namespace)
+    return namespace["operator"]
 
 
 _NO_ATTRS: dict = {}    # (never written: runners only read the attributes they are given)
@@ -108,11 +144,10 @@ def _run_scale(x: Variable, made: tuple) -> Variable:
     return _run(_SCALE, {"X": [x]}, made[0], made[1])
 
 
-# (scale, bias) -> (scale's attributes, their signature); and for the two commonest kinds of
-# scale, keyed by the one number that varies: ``x * c`` (bias -0.0) and ``x + c`` (scale 1)
+# (scale, bias) -> (scale's attributes, their signature); and per operator served by a scale
+# op, c -> the same for a float operand c (``_binary``'s ``by_float``)
 _scale_attrs: dict = {}
-_products: dict = {}
-_sums: dict = {}
+_float_caches: list = []
 
 
 def _remembered(cache: dict, key, scale: float, bias: float) -> tuple:
@@ -139,53 +174,16 @@ def _scale_signed(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variab
     return _run_scale(x, made)
 
 
-_add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c))
-_sub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, bias=-c))
+_add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c),
+               by_float=lambda c: (1.0, c))
+_sub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, bias=-c),
+               by_float=lambda c: (1.0, -c))
 _rsub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, scale=-1.0, bias=c),
-                reflected=True)
-_mul = _binary("elementwise_mul", lambda x, c: _scale_signed(x, scale=c))
+                reflected=True, by_float=lambda c: (-1.0, c))
+_mul = _binary("elementwise_mul", lambda x, c: _scale_signed(x, scale=c),
+               by_float=lambda c: (c, -0.0))
 _truediv = _binary("elementwise_div", lambda x, c: _scale_signed(x, scale=1.0 / c)
                    if c else ops.elementwise_div(x, _operand(x, c)))
-
-
-# The commonest case, a float Variable and a non-zero Python float, written out: one call to
-# ``_scale`` instead of the general operator's three (measured by benchmarks/instructions.py).
-# A zero goes the general way, whose cache keeps its sign.
-
-def _add_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        made = _sums.get(other)
-        if made is None:
-            made = _remembered(_sums, other, 1.0, other)
-        t = _local.tape     # (``_run_scale``, written out: a frame less on the commonest ops)
-        if type(t) is Tape and (run := _SCALE.positional) is not None:
-            return run(t, made[0], made[1], self)
-        return _run_scale(self, made)
-    return _add(self, other)
-
-
-def _sub_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, 1.0, -other)
-    return _sub(self, other)
-
-
-def _rsub_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, -1.0, other)
-    return _rsub(self, other)
-
-
-def _mul_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        made = _products.get(other)
-        if made is None:
-            made = _remembered(_products, other, other, -0.0)
-        t = _local.tape     # (as in _add_float)
-        if type(t) is Tape and (run := _SCALE.positional) is not None:
-            return run(t, made[0], made[1], self)
-        return _run_scale(self, made)
-    return _mul(self, other)
 
 
 def _truediv_float(self, other):
@@ -196,10 +194,10 @@ def _truediv_float(self, other):
     return _truediv(self, other)
 
 
-Variable.__add__ = Variable.__radd__ = _add_float
-Variable.__sub__ = _sub_float
-Variable.__rsub__ = _rsub_float
-Variable.__mul__ = Variable.__rmul__ = _mul_float
+Variable.__add__ = Variable.__radd__ = _add
+Variable.__sub__ = _sub
+Variable.__rsub__ = _rsub
+Variable.__mul__ = Variable.__rmul__ = _mul
 Variable.__truediv__ = _truediv_float
 Variable.__rtruediv__ = _binary("elementwise_div", reflected=True)
 Variable.__pow__ = _binary("elementwise_pow", lambda x, c: ops.pow(x, factor=c))
