@@ -15,14 +15,17 @@ unrolled RNN does; each block is 16 ops::
 
 then ``mean(softmax(x) * c)``: 99 ops.
 
-    .venv/bin/python benchmarks/per_op.py [--quick] [--profile]
+    .venv/bin/python benchmarks/per_op.py [--quick] [--profile] [--cpu-time]
 
-``--profile`` adds a cProfile of Tape's forward+backward loop (top 15 functions by tottime).
+``--profile`` adds a cProfile of Tape's forward+backward loop (top 15 functions by tottime);
+``--cpu-time`` times by the process's CPU time (``time.process_time``), which other load on a
+shared machine changes less than wall time.
 """
 from __future__ import annotations
 
 import cProfile
 import pstats
+import time
 
 import numpy as np
 from harness import (
@@ -273,9 +276,11 @@ def print_tables(figures: list, notes: list) -> None:
 
 def main(argv=None):
     parser_args = parse_args(__doc__.splitlines()[0], argv, extra=[
-        ("--profile", "add a cProfile of Tape's forward+backward (top 15 by tottime)")])
+        ("--profile", "add a cProfile of Tape's forward+backward (top 15 by tottime)"),
+        ("--cpu-time", "time by the process's CPU time (time.process_time), not wall time")])
     # 32-element arrays and one-row products: no BLAS or OpenMP pool wakes, nothing to settle
-    options = dict(timing_options(parser_args.quick), settle=0.0)
+    options = dict(timing_options(parser_args.quick), settle=0.0,
+                   clock=time.process_time if parser_args.cpu_time else time.perf_counter)
     torch = import_torch()
     tape, tape_missing = import_tape_or_reason("ops.reduce_sum", "ops.scale", "ops.concat",
                                                "ops.split", "ops.softmax", "ops.mean")
@@ -296,6 +301,7 @@ def main(argv=None):
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
     print(f"## Per-op overhead: {2 * PAIRS} elementwise ops + sum on float32[{SIZE}]\n")
     print(threads_report(torch))
+    print(f"\nclock: {options['clock'].__name__}\n")
     print_tables(chain_figures, [notes] * 3)
     print()
     print_notes([(f"µs per op = time per iteration / {OPS} ops; Tape's iteration includes "

@@ -10,6 +10,7 @@ plain signature of the same attributes, so that the two never meet in one cache.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -36,9 +37,33 @@ def signature(attrs: dict) -> tuple:
             *map(type, attrs.values()), ZeroSigns(signs))
 
 
-def is_exact(sig: tuple) -> bool:
-    """Whether ``sig`` is an exact signature (its attributes hold a zero or a NaN)."""
-    return bool(sig) and type(sig[-1]) is ZeroSigns
+def listed_signature(attrs: dict) -> tuple:
+    """The plain signature of ``attrs`` (which hold no float zero or NaN), hashable when a
+    value is a list of hashable items: each list as ``(its items as a tuple, their types)``,
+    which tell calls apart as the list would (``[1, 2]`` and ``[1.0, 2.0]`` are two
+    signatures). A list of lists stays unhashable."""
+    if not attrs:
+        return ()
+    return (*((name, (tuple(value), tuple(map(type, value))) if type(value) is list else value)
+              for name, value in attrs.items()), *map(type, attrs.values()))
+
+
+def is_exact(sig) -> bool:
+    """Whether ``sig`` is an exact signature (its attributes hold a zero or a NaN), or a
+    token (``token``), which stands for one."""
+    return type(sig) is int or bool(sig) and type(sig[-1]) is ZeroSigns
+
+
+_tokens = itertools.count(1)
+
+
+def token() -> int:
+    """A new signature token: an int that a caller which remembers a dict of attributes gives
+    runners with it as its signature (``x * c``: ``tape.overloads``), one int to hash per call
+    where a signature is a tuple to hash. Tokens are never reused, so no two sets of
+    attributes share one; a caller that forgets its attributes makes a new token (and plans)
+    for them when they come back."""
+    return next(_tokens)
 
 
 def _special(values, signs: list) -> bool:

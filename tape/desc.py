@@ -46,8 +46,11 @@ class VarDesc:
     shape and dtype the loader checks.
     """
 
-    __slots__ = ("_name", "shape", "dtype", "persistable", "stop_gradient", "type",
-                 "need_check_feed", "__weakref__")
+    # ``persistable``, ``type`` and ``need_check_feed`` are properties over the ``_``-named
+    # slots (below the class): an op's new output leaves those unset and reads the defaults,
+    # three stores less per eager op; what sets one (a parameter, a feed) stores it.
+    __slots__ = ("_name", "shape", "dtype", "stop_gradient", "_persistable", "_type",
+                 "_need_check_feed", "__weakref__")
 
     def __init__(self, name: str, shape=(), dtype: int = dtypes.FP32, persistable: bool = False,
                  stop_gradient: bool = True, type: int = DENSE_TENSOR,
@@ -55,10 +58,10 @@ class VarDesc:
         self._name = name
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.persistable = persistable
+        self._persistable = persistable
         self.stop_gradient = stop_gradient
-        self.type = type
-        self.need_check_feed = need_check_feed
+        self._type = type
+        self._need_check_feed = need_check_feed
 
     @classmethod
     def temporary(cls, shape: tuple, dtype: int, stop_gradient: bool) -> VarDesc:
@@ -68,10 +71,7 @@ class VarDesc:
         d._name = None
         d.shape = shape
         d.dtype = dtype
-        d.persistable = False
         d.stop_gradient = stop_gradient
-        d.type = DENSE_TENSOR
-        d.need_check_feed = False
         return d
 
     @property
@@ -90,7 +90,7 @@ class VarDesc:
         name."""
         copy = _new_object(type(self))
         copy._name = self.name
-        for field in VarDesc.__slots__[1:-1]:
+        for field in _FIELDS:
             setattr(copy, field, getattr(self, field))
         return copy
 
@@ -151,6 +151,23 @@ class VarDesc:
             # is unknown, as Paddle reads it.
             shape, dtype = tuple(-1 if d < 0 else d for d in tensor.dims), tensor.data_type
         return cls(m.name, shape, dtype, m.persistable, m.stop_gradient, kind, m.need_check_feed)
+
+
+def _defaulted(member, default) -> property:
+    """A VarDesc field stored in slot ``member`` (a member descriptor), ``default`` while the
+    slot is unset."""
+    def get(self):
+        try:
+            return member.__get__(self, VarDesc)
+        except AttributeError:
+            return default
+    return property(get, member.__set__)
+
+
+VarDesc.persistable = _defaulted(VarDesc._persistable, False)
+VarDesc.type = _defaulted(VarDesc._type, DENSE_TENSOR)
+VarDesc.need_check_feed = _defaulted(VarDesc._need_check_feed, False)
+_FIELDS = ("shape", "dtype", "persistable", "stop_gradient", "type", "need_check_feed")
 
 
 class OpDesc:

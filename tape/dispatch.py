@@ -30,7 +30,8 @@ class CallPlan:
     taking one array per input slot (``Kernel.positional``); ``made`` is what an eager output
     Variable is made from, ``(shape, dtype, stop_gradient when a gradient flows)`` per output
     slot (a tuple of them for a duplicable slot, None for a slot the op does not write), or
-    None when the outputs need the generic path (shapes that only the values tell);
+    None when the outputs need the generic path (shapes that only the values tell), and
+    ``made_whole`` the same, None also when a slot the op always writes is undescribed;
     ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
     run), and ``replay`` with them written out as one function (``tape.backward``). A grad op
     run for a forward plan (eager backward) has no specs: its output shapes follow from the
@@ -38,8 +39,8 @@ class CallPlan:
     """
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "direct",
-                 "specs", "made", "outputs", "wants_grad", "requires_grad", "backward",
-                 "replay", "shaped_by_values")
+                 "specs", "made", "made_whole", "outputs", "wants_grad", "requires_grad",
+                 "backward", "replay", "shaped_by_values")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -66,6 +67,11 @@ class CallPlan:
             else tuple(None if ss is None else tuple((s, d, not carries) for s, d in ss)
                        if dup else (ss[0][0], ss[0][1], not carries)
                        for _, dup, ss, carries in self.outputs)
+        # ``made`` when it describes every output the op always writes (a positional runner's
+        # test: ``tape.positional``), else None
+        self.made_whole = None if self.made is None or any(
+            m is None for m, s in zip(self.made, info.outputs)
+            if not (s.duplicable or s.dispensable)) else self.made
         self.wants_grad = wants_grad
         self.requires_grad = info.grad is not None and any(
             any(wants) for wants in (wants_grad or {}).values())

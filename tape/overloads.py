@@ -12,10 +12,10 @@ import numbers
 import numpy as np
 
 from . import dtypes, ops
-from .attr_signature import signature
+from .attr_signature import signature, token
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import LazyTape, Tape, _local, get_global_tape
+from .tape import LazyTape, Tape, _local, get_global_tape, positional_runner, runner
 from .variable import Variable, as_variable
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -41,11 +41,17 @@ def _operand(x: Variable, other):
     return None
 
 
-def _binary(op_type: str, by_number=None, reflected: bool = False):
+def _binary(op_type: str, by_number=None, reflected: bool = False, by_float=None):
     """An operator running ``op_type`` on (self, other), or on (other, self) when ``reflected``;
     ``by_number(self, c)`` serves a float Variable and a number ``c`` with one ``scale`` op.
-    Each of these ops takes X and Y and writes Out; the operator gives them to the tape's
-    runner directly (``tape.ops``' generic argument handling is not needed for them)."""
+    Each of these ops takes X and Y and writes Out; the operator gives them to the op's
+    positional runner (``tape.positional``) on an eager tape.
+
+    ``by_float(c)``, when given, is ``(scale, bias)`` of the scale op that serves a float
+    Variable and a non-zero Python float ``c``, the commonest operand of all: served in the
+    operator itself, its attributes remembered per ``c`` (a zero goes the general way,
+    whose cache keeps its sign). The two common cases are written out as a function of no
+    closure (``_written_out``); it hands every other to ``operator`` below."""
     info = op_info(op_type)
 
     def operator(self, other):
@@ -59,9 +65,43 @@ def _binary(op_type: str, by_number=None, reflected: bool = False):
             y = _operand(self, other)
             if y is None:
                 return NotImplemented
+        t = _local.tape
+        if type(t) is Tape:     # (the positional runner: no dicts in or out)
+            run = info.positional or positional_runner(info)
+            return run(t, _NO_ATTRS, (), y, self) if reflected else run(t, _NO_ATTRS, (), self, y)
         return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
                     _NO_ATTRS, ())
-    return operator
+    return _written_out(info, operator, reflected, by_float)
+
+
+def _written_out(info, general, reflected: bool, by_float):
+    """``general`` (an operator of ``_binary``) with its two common cases first, on an eager
+    tape whose op has a positional runner: a Variable operand, and (with ``by_float``) a
+    non-zero Python float one beside a float Variable."""
+    lines = ["def operator(self, other):"]
+    if by_float is not None:
+        lines += ["    if type(other) is float and other and self.desc.dtype in FLOATING:",
+                  "        made = floats.get(other)",
+                  "        if made is None:",
+                  "            made = remembered(floats, other, *by_float(other))",
+                  "        t = local.tape",
+                  "        if type(t) is Tape and (run := SCALE.positional) is not None:",
+                  "            return run(t, made[0], made[1], self)",
+                  "        return run_scale(self, made)"]
+    lines += ["    if type(other) is Variable:",
+              "        t = local.tape",
+              "        if type(t) is Tape and (run := info.positional) is not None:",
+              "            return run(t, NO_ATTRS, (), "
+              + ("other, self)" if reflected else "self, other)"),
+              "    return general(self, other)"]
+    floats: dict = {}
+    _float_caches.append(floats)
+    namespace = dict(FLOATING=_FLOATING, floats=floats, remembered=_remembered,
+                     by_float=by_float, local=_local, Tape=Tape, SCALE=_SCALE,
+                     run_scale=_run_scale, Variable=Variable, info=info, NO_ATTRS=_NO_ATTRS,
+                     general=general)
+    exec(compile("\n".join(lines), f"<operator of {info.type}>", "exec"), namespace)
+    return namespace["operator"]
 
 
 _NO_ATTRS: dict = {}    # (never written: runners only read the attributes they are given)
@@ -73,8 +113,8 @@ def _run(info, inputs: dict, attrs: dict, sig: tuple) -> Variable:
     t = _local.tape
     if t is None:
         t = get_global_tape()
-    if type(t) is Tape and info.runner is not None:
-        return info.runner(t, inputs, attrs, None, sig)["Out"][0]
+    if type(t) is Tape:
+        return (info.runner or runner(info))(t, inputs, attrs, None, sig)["Out"][0]
     if type(t) is LazyTape:
         return t.run(info, inputs, attrs, None, sig)["Out"][0]
     return t.run(info, inputs, attrs)["Out"][0]
@@ -90,31 +130,37 @@ def _scale(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variable:
     find the other zero's attributes (``_scale_signed`` takes those). A product's bias is
     -0.0, the one that adds nothing (``x * c`` stays IEEE's product, -0.0 included, where
     Paddle's scale would turn -0.0 + 0.0 into +0.0; the kernel then skips the add)."""
-    attrs = _scale_attrs.get((scale, bias))
-    if attrs is None:
-        attrs = _scale_attrs_of(scale, bias)
-    t = _local.tape     # (``_run``, written out: a frame less on the commonest op)
-    if t is None:
-        t = get_global_tape()
-    if type(t) is Tape and _SCALE.runner is not None:
-        return _SCALE.runner(t, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
-    if type(t) is LazyTape:
-        return t.run(_SCALE, {"X": [x]}, attrs[0], None, attrs[1])["Out"][0]
-    return t.run(_SCALE, {"X": [x]}, attrs[0])["Out"][0]
+    made = _scale_attrs.get((scale, bias))
+    if made is None:
+        made = _remembered(_scale_attrs, (scale, bias), scale, bias)
+    return _run_scale(x, made)
 
 
-_scale_attrs: dict = {}     # (scale, bias) -> (scale's attributes, their signature)
+def _run_scale(x: Variable, made: tuple) -> Variable:
+    """Out of ``scale`` on ``x`` with ``made``, its ``(attributes, signature)``."""
+    t = _local.tape
+    if type(t) is Tape:     # (the positional runner: no dicts in or out)
+        return (_SCALE.positional or positional_runner(_SCALE))(t, made[0], made[1], x)
+    return _run(_SCALE, {"X": [x]}, made[0], made[1])
 
 
-def _scale_attrs_of(scale: float, bias: float, key=None) -> tuple:
-    """``(attributes, signature)`` of (scale, bias), remembered under ``key`` (default: the
-    two values) unless one is a NaN (a fresh NaN is a new key each time)."""
+# (scale, bias) -> (scale's attributes, their signature); and per operator served by a scale
+# op, c -> the same for a float operand c (``_binary``'s ``by_float``)
+_scale_attrs: dict = {}
+_float_caches: list = []
+
+
+def _remembered(cache: dict, key, scale: float, bias: float) -> tuple:
+    """``(attributes, signature)`` of (scale, bias), remembered in ``cache`` under ``key``
+    unless one is a NaN (a fresh NaN is a new key each time). The signature of remembered
+    attributes is a token (``attr_signature.token``): one int, hashed at once where the
+    tuple signature's floats would be hashed per op."""
     attrs = {"scale": scale, "bias": bias}
-    made = (attrs, signature(attrs))
-    if scale == scale and bias == bias:
-        if len(_scale_attrs) >= 1024:
-            _scale_attrs.clear()
-        _scale_attrs[(scale, bias) if key is None else key] = made
+    if scale != scale or bias != bias:
+        return attrs, signature(attrs)
+    if len(cache) >= 1024:
+        cache.clear()
+    made = cache[key] = (attrs, token())
     return made
 
 
@@ -122,47 +168,22 @@ def _scale_signed(x: Variable, scale: float = 1.0, bias: float = -0.0) -> Variab
     """``_scale`` for values that may be a zero of either sign (the operand of the general
     operators, a zero float): remembered under a key that holds the signs too."""
     key = (scale, bias, math.copysign(1.0, scale), math.copysign(1.0, bias))
-    attrs = _scale_attrs.get(key)
-    if attrs is None:
-        attrs = _scale_attrs_of(scale, bias, key)
-    return _run(_SCALE, {"X": [x]}, attrs[0], attrs[1])
+    made = _scale_attrs.get(key)
+    if made is None:
+        made = _remembered(_scale_attrs, key, scale, bias)
+    return _run_scale(x, made)
 
 
-_add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c))
-_sub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, bias=-c))
+_add = _binary("elementwise_add", lambda x, c: _scale_signed(x, bias=c),
+               by_float=lambda c: (1.0, c))
+_sub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, bias=-c),
+               by_float=lambda c: (1.0, -c))
 _rsub = _binary("elementwise_sub", lambda x, c: _scale_signed(x, scale=-1.0, bias=c),
-                reflected=True)
-_mul = _binary("elementwise_mul", lambda x, c: _scale_signed(x, scale=c))
+                reflected=True, by_float=lambda c: (-1.0, c))
+_mul = _binary("elementwise_mul", lambda x, c: _scale_signed(x, scale=c),
+               by_float=lambda c: (c, -0.0))
 _truediv = _binary("elementwise_div", lambda x, c: _scale_signed(x, scale=1.0 / c)
                    if c else ops.elementwise_div(x, _operand(x, c)))
-
-
-# The commonest case, a float Variable and a non-zero Python float, written out: one call to
-# ``_scale`` instead of the general operator's three (measured by benchmarks/instructions.py).
-# A zero goes the general way, whose cache keeps its sign.
-
-def _add_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, 1.0, other)
-    return _add(self, other)
-
-
-def _sub_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, 1.0, -other)
-    return _sub(self, other)
-
-
-def _rsub_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, -1.0, other)
-    return _rsub(self, other)
-
-
-def _mul_float(self, other):
-    if type(other) is float and other and self.desc.dtype in _FLOATING:
-        return _scale(self, other)
-    return _mul(self, other)
 
 
 def _truediv_float(self, other):
@@ -173,10 +194,10 @@ def _truediv_float(self, other):
     return _truediv(self, other)
 
 
-Variable.__add__ = Variable.__radd__ = _add_float
-Variable.__sub__ = _sub_float
-Variable.__rsub__ = _rsub_float
-Variable.__mul__ = Variable.__rmul__ = _mul_float
+Variable.__add__ = Variable.__radd__ = _add
+Variable.__sub__ = _sub
+Variable.__rsub__ = _rsub
+Variable.__mul__ = Variable.__rmul__ = _mul
 Variable.__truediv__ = _truediv_float
 Variable.__rtruediv__ = _binary("elementwise_div", reflected=True)
 Variable.__pow__ = _binary("elementwise_pow", lambda x, c: ops.pow(x, factor=c))

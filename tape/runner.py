@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from . import flags as _flags
 from . import place as _places
-from .attr_signature import is_exact, signature
-from .desc import DENSE_TENSOR, VarDesc
+from .attr_signature import is_exact, listed_signature, signature
+from .desc import VarDesc
 from .dispatch import infer, invoke
 from .errors import InvalidArgumentError
 from .place import CPU
@@ -28,12 +28,18 @@ from .runner_checks import (
 )
 from .variable import Variable, new_variable
 
+# Whether the op's outputs want gradients: the plan says whether any input does, and the
+# thread's depth in ``no_grad`` blocks is read only while some thread has one open.
+GRAD_FLOWS = ("    grad_flows = plan.requires_grad and not (no_grad_blocks[0] and "
+              "local.no_grad_depth)")
+
 
 def make_runner(info, env: dict, lazy: bool = False):
     """The runner of ``info``: ``run(tape, inputs, attrs, outputs=None, sig=None) -> {slot:
     [Variable]}``; ``sig`` is ``signature(attrs)`` when the caller has it already.
 
     ``env`` holds what it takes from tape.py: ``local`` (the thread's tape and no_grad depth),
+    ``no_grad_blocks`` (how many no_grad blocks are open in all threads),
     ``restart`` (reset_global_tape) and ``OpHandle``. A ``lazy`` runner does everything but the
     kernel call: its outputs are pending on the op (``tape.lazy``), computed when asked for; an
     op whose output shapes only its values tell (``CallPlan.shaped_by_values``) runs at once.
@@ -90,7 +96,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "        plan = None",
         *stale,
         "    if plan is None:",
-        "        plan = _infer_new(info, inputs, attrs, place, key)"]
+        "        plan = infer_new(info, inputs, attrs, place, key)"]
     if lazy:    # no kernel call: the op is recorded to run when asked for (tape.lazy_runner)
         lines += env["lazy_lines"](info, arrays, entries)
         return _compiled(info, lines, env, lazy)
@@ -108,7 +114,7 @@ def make_runner(info, env: dict, lazy: bool = False):
     # make_outputs takes one entry per output slot, as invoke returns them
     result = "(result,)" if single else "result"
     lines += [
-        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
@@ -123,7 +129,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    outs = {}",
         f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
         "(keeps, outs))",
-        "    h = new(EagerHandle)",
+        "    h = EagerHandle()",
         f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
         "*[e for es in outs.values() for e in es],)",
         "    tape._ops.append(h)",
@@ -135,12 +141,12 @@ def make_runner(info, env: dict, lazy: bool = False):
 def _compiled(info, lines: list, env: dict, lazy: bool):
     """The function ``run`` that ``lines`` define, compiled with the names runners use."""
     namespace = dict(env, info=info, CPU=CPU, default_place=_places._default, flags=_flags,
-                     invoke=invoke, _infer_new=_infer_new, Variable=Variable,
+                     invoke=invoke, infer_new=infer_new, Variable=Variable,
                      check_stale=check_stale, stale_error=stale_error,
                      spent_error=spent_error, make_outputs=make_outputs,
                      named_outputs=named_outputs, count_error=count_error,
                      not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
-                     DENSE_TENSOR=DENSE_TENSOR, EagerHandle=env["EagerHandle"],
+                     EagerHandle=env["EagerHandle"],
                      common_place=common_place, gather_many=_gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
@@ -188,24 +194,24 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
                 lines += ["        else:", f"            o{n} = ()"]
             outs.append(f"o{n}" if n in required else f"*o{n}")
     if recorded:
-        lines += ["        h = new(EagerHandle)",
+        lines += ["        h = EagerHandle()",
                   f"        h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts + outs)})",
                   "        tape._ops.append(h)"]
     return lines + ["        return produced"]
 
 
-def variable_lines(indent: str, value: str, recorded: bool) -> list:
+def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> list:
     """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
-    from ``m`` = (shape, dtype, stop_gradient when a gradient flows)."""
+    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows)."""
+    described = (["d.shape, d.dtype, d.stop_gradient = " + made,
+                  "if not grad_flows:",
+                  "    d.stop_gradient = True"] if recorded else
+                 ["d.shape, d.dtype, stop_gradient = " + made,
+                  "d.stop_gradient = True"])
     return [indent + line for line in (
         "d = new(VarDesc)",
         "d._name = None",
-        "d.shape, d.dtype, stop_gradient = m",
-        "d.persistable = False",
-        "d.stop_gradient = stop_gradient if grad_flows else True" if recorded
-        else "d.stop_gradient = True",
-        "d.type = DENSE_TENSOR",
-        "d.need_check_feed = False",
+        *described,
         "v = new(Variable)",
         "v.desc = d",
         f"v._value = {value}",
@@ -254,21 +260,27 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        v{i} = d{i} = a{i} = k{i} = None"]
 
 
-def _infer_new(info, inputs: dict, attrs, place, key: tuple):
-    """The CallPlan of a signature not seen before: attributes checked (their normalised form
-    keys the plan when the given ones are not hashable), then ``dispatch.infer``.
+def infer_new(info, inputs: dict, attrs, place, key: tuple):
+    """The CallPlan of a key its runner did not find: the plan of the attributes' exact or
+    listed signature when there is one, else a new one (attributes checked, then
+    ``dispatch.infer``), remembered under that signature (the checked attributes' when the
+    given ones are not hashable even so: a list of lists).
 
     A plan whose attributes hold a float zero or a NaN is keyed by their exact signature
     (``attr_signature``), never by the plain one a runner writes out: ``-0.0 == 0.0`` would
     find the other zero's plan, and a fresh NaN none. Such a call comes here every time; the
-    check of the values costs only these calls, and plan creation."""
+    check of the values costs only these calls, and plan creation. So does a call with a list
+    among its attributes, which a runner's plain signature cannot hash: it is found by its
+    listed signature (``attr_signature.listed_signature``)."""
     if not is_exact(key[0]):
         exact = signature(attrs)
-        if is_exact(exact):
-            key = (exact, *key[1:])
+        key = (exact if is_exact(exact) else listed_signature(attrs), *key[1:])
+        try:
             plan = info.plans.get(key)
-            if plan is not None:
-                return plan
+        except TypeError:   # a list of lists
+            plan = None
+        if plan is not None:
+            return plan
     attrs, attrs_key = info.checked_attrs(attrs)
     try:
         hash(key)

@@ -11,6 +11,7 @@ from . import pending as _pending
 from .backward import run_backward
 from .errors import InvalidArgumentError, PreconditionNotMetError
 from .handles import EagerHandle, OpHandle
+from .positional import make_positional, positional_slots
 from .registry import OpInfo, op_info
 from .runner import make_runner
 from .runner_checks import fate, tape_spent
@@ -29,6 +30,12 @@ class _ThreadState(threading.local):
 
 
 _local = _ThreadState()
+
+# How many ``no_grad`` blocks are open, in all threads: while none is, a runner need not read
+# its thread's depth (a thread-local read per op). Changed under a lock: ``+=`` on it is not
+# atomic between threads.
+_no_grad_blocks = [0]
+_no_grad_lock = threading.Lock()
 
 
 class Tape:
@@ -195,7 +202,8 @@ def compute(*variables) -> None:
 
 _flags.on_change("FLAGS_lazy_execution", lambda: _follow_mode(_local.tape))
 
-_RUNNER_ENV = {"local": _local, "restart": reset_global_tape, "OpHandle": OpHandle,
+_RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
+               "restart": reset_global_tape, "OpHandle": OpHandle,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
                "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
@@ -211,6 +219,15 @@ def runner(info: OpInfo):
 
 
 _RUNNER_ENV["eager_runner"] = runner
+
+
+def positional_runner(info: OpInfo):
+    """The positional runner of op ``info``, ``run(tape, attrs, sig, *required inputs)``
+    (made on first use, then ``info.positional``; ``tape.positional``), or None when the op's
+    slots allow none."""
+    if info.positional is None and positional_slots(info) is not None:
+        info.positional = make_positional(info, _RUNNER_ENV)
+    return info.positional
 
 
 def lazy_runner(info: OpInfo):
@@ -236,8 +253,12 @@ def using_tape(t: Tape):
 @contextlib.contextmanager
 def no_grad():
     """Run ops without recording them: their outputs never want gradients."""
+    with _no_grad_lock:
+        _no_grad_blocks[0] += 1
     _local.no_grad_depth += 1
     try:
         yield
     finally:
         _local.no_grad_depth -= 1
+        with _no_grad_lock:
+            _no_grad_blocks[0] -= 1

@@ -39,6 +39,20 @@ class _ForbiddenKernel:
 
 
 @pytest.fixture
+def ops_seen_by_tape_run(monkeypatch) -> list:
+    """The list of the op types ``Tape.run`` is called with from then on (a spy on it)."""
+    seen = []
+    run = tape.Tape.run
+
+    def spy(self, info, *args):
+        seen.append(info.type)
+        return run(self, info, *args)
+
+    monkeypatch.setattr(tape.Tape, "run", spy)
+    return seen
+
+
+@pytest.fixture
 def forbid_kernels(monkeypatch):
     """``forbid_kernels("mul")``: until the test ends, running any kernel of the op fails."""
     def forbid(op_type):

@@ -8,8 +8,9 @@ one Variable, or a tuple in proto order.
 import builtins
 import inspect
 
+from ..positional import positional_slots
 from ..registry import REGISTRY
-from ..tape import _local, get_global_tape
+from ..tape import Tape, _local, get_global_tape, positional_runner
 
 # each family registers its ops on import
 from . import (  # noqa: F401
@@ -43,23 +44,36 @@ from . import (  # noqa: F401
 
 def _make_op_function(info):
     """``tape.ops.<type>``, written out for the op's slots as its runner is (``tape.runner``):
-    one straight block per input slot and per visible output, no loop over slots per call."""
+    one straight block per input slot and per visible output, no loop over slots per call.
+    The commonest call (the required inputs only, on the thread's eager tape) goes to the
+    op's positional runner (``tape.positional``), which returns the visible outputs itself."""
     slots = [(s.name, s.duplicable) for s in info.inputs]
     visible = [(s.name, s.duplicable) for s in info.outputs if not s.intermediate]
-    lines = ["def op(*args, **attrs):",
-             "    n = len(args)",
-             f"    if n > {len(slots)}:",
-             "        raise too_many(info, n)",
-             "    inputs = {}"]
+    params = "".join(f"a{i}=None, " for i in builtins.range(len(slots)))
+    lines = [f"def op({params}{'/, ' if slots else ''}*more, **attrs):",
+             "    if more:",
+             f"        raise too_many(info, {len(slots)} + len(more))",
+             "    t = local.tape"]
+    required = positional_slots(info)
+    if required is not None:
+        # (only while Tape.run is Tape's own: a subclass or a spy on Tape.run sees every op)
+        # (no slot given by name: a test per slot costs less than a set's isdisjoint call)
+        unnamed = (" and ".join(f"{name!r} not in attrs" for name, _ in slots)
+                   if len(slots) <= 3 else "by_name.isdisjoint(attrs)")
+        plain = ["type(t) is Tape", *(f"a{i} is None" for i in builtins.range(
+            len(required), len(slots))), *([f"(not attrs or {unnamed})"] if slots else []),
+            "Tape.run is tape_run"]
+        lines += [f"    if {' and '.join(plain)}:",
+                  "        return positional(t, attrs, None"
+                  + "".join(f", a{i}" for i in builtins.range(len(required))) + ")"]
+    lines.append("    inputs = {}")
     for i, (name, many) in enumerate(slots):
-        lines += [f"    if n > {i} and args[{i}] is not None:",
-                  f"        inputs[{name!r}] = {f'list(args[{i}])' if many else f'[args[{i}]]'}"]
+        lines += [f"    if a{i} is not None:",
+                  f"        inputs[{name!r}] = {f'list(a{i})' if many else f'[a{i}]'}"]
     if slots:
         lines += ["    if attrs and not by_name.isdisjoint(attrs):   # slots given by name",
                   "        named_slots(attrs, inputs)"]
-    # (through Tape.run, not the runner directly: a subclass or a spy on Tape.run sees every op)
-    lines += ["    t = local.tape",
-              "    if t is None:",
+    lines += ["    if t is None:",
               "        t = get_global_tape()",
               "    out = t.run(info, inputs, attrs)"]
     results = []
@@ -81,7 +95,14 @@ def _make_op_function(info):
 
     namespace = {"info": info, "local": _local, "get_global_tape": get_global_tape,
                  "too_many": _too_many, "by_name": duplicable.keys(),
-                 "named_slots": named_slots}
+                 "named_slots": named_slots, "Tape": Tape, "tape_run": Tape.run}
+
+    def first_positional(*args):
+        """The op's positional runner, made on its first call (then called directly)."""
+        run = namespace["positional"] = positional_runner(info)
+        return run(*args)
+
+    namespace["positional"] = first_positional
     exec(compile("\n".join(lines), f"<tape.ops.{info.type}>", "exec"), namespace)
     op = namespace["op"]
     op.__name__ = op.__qualname__ = info.type

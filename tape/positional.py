@@ -1,0 +1,193 @@
+"""Positional runners: the eager runner of an op for its commonest call, written out per op.
+
+Most eager ops are called with one Variable per required input slot, no optional input, no
+given output, on the thread's eager tape: ``tape.ops.sigmoid(x)``, ``x * 2.0``. The general
+runner (``tape.runner``) takes ``{slot: [Variable]}`` and returns ``{slot: [Variable]}``; for
+this call both dicts, their lists, the per-slot count checks, the optional slots' lookups and
+the unpacking of the result are work the call's shape already decides. A positional runner
+``run(tape, attrs, sig, v0, v1, ...)`` takes the required inputs as arguments and returns what
+``tape.ops.<type>`` returns (the visible outputs: one Variable, or a tuple of them).
+
+It serves only the plain case, and hands every other one to the general runner before any
+work is done: an input that is not a Variable or holds no value yet (lazy), inputs on two
+places, a stale input, a spent tape, a signature with no plan yet, outputs the plan cannot
+describe, and any check that is on. Errors, checks and results are therefore the general
+runner's, by construction; both key plans alike, so they share them.
+
+An op gets one when its required input slots come first and each takes one Variable
+(``positional_slots``); its signature key is the general runner's with the optional slots
+absent.
+"""
+from __future__ import annotations
+
+from .place import CPU
+from .runner import GRAD_FLOWS, infer_new, variable_lines
+
+
+def positional_slots(info) -> tuple | None:
+    """The input slots a positional runner of ``info`` takes (its required ones), or None when
+    it has none: a required slot that takes several Variables, or one after an optional one."""
+    required = [s.name for s in info.inputs if not s.dispensable]
+    if any(s.duplicable for s in info.inputs if not s.dispensable) or \
+            [s.name for s in info.inputs[:len(required)]] != required:
+        return None
+    return tuple(required)
+
+
+def make_positional(info, env: dict):
+    """The positional runner of ``info`` (``positional_slots`` must allow one); ``env`` holds
+    what it takes from tape.py: ``local``, ``no_grad_blocks``, ``EagerHandle`` and
+    ``eager_runner``."""
+    required = positional_slots(info)
+    n = len(required)
+    args = "".join(f", v{i}" for i in range(n))
+    lines = [f"def run(tape, attrs, sig{args}):"]
+    # the plain case, checked before any work: else the general runner does everything
+    plain = ["tape._spent"]
+    for i in range(n):
+        plain.append(f"type(v{i}) is not Variable")
+    lines += [f"    if {' or '.join(plain)}:",
+              f"        return general(tape, attrs, sig{args})"]
+    for i in range(n):
+        lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
+    lines += ["    place = v0.place" if n else "    place = default_place[0]",
+              "    serial = tape.serial"]
+    key = [f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None"
+           for i in range(len(info.inputs))]
+    lines += [
+        "    if sig is None:",
+        "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+        f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
+        "    if place is not CPU:",
+        "        key = (*key, place)",
+        "    try:",
+        "        plan = info.plans.get(key)",
+        "    except TypeError:",
+        "        plan = None"]
+    required_outs = [j for j, s in enumerate(info.outputs)
+                     if not (s.duplicable or s.dispensable)]
+    # (each condition binds t{i}, the input's tape, when none before it held)
+    served = ["flags.checking"]
+    for i in range(n):
+        served.append(f"a{i} is None")
+        if i:
+            served.append(f"v{i}.place is not place")
+        served.append(f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient")
+    lines += [f"    if {' or '.join(served)}:",
+              f"        return general(tape, attrs, sig{args})",
+              "    if plan is None:",
+              "        plan = infer_new(info, {"
+              + ", ".join(f"{name!r}: [v{i}]" for i, name in enumerate(required))
+              + "}, attrs, place, key)",
+              # (a plan that cannot describe its outputs: the general runner makes them)
+              "    made = plan.made_whole",
+              "    if made is None:",
+              f"        return general(tape, attrs, sig{args})"]
+    arrays = "".join(f", a{i}" for i in range(n)) + ", None" * (len(info.inputs) - n)
+    single = len(info.outputs) == 1
+    lines += [
+        f"    result = plan.direct(plan.attrs, None{arrays})",
+        GRAD_FLOWS,
+        "    tracing = tape.tracing",
+        "    if not (grad_flows or tracing):",
+        *_output_lines(info, single, False),
+        *_returned(info)]
+    entries = []
+    for i, name in enumerate(required):
+        entries.append(f"v{i}" if name in info.keeps else
+                       f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}")
+    lines += [*(line[4:] for line in _output_lines(info, single, True)),
+              "    h = EagerHandle()",
+              "    h.plan, h.entries = plan, ("
+              + "".join(f"{e}, " for e in entries)
+              + "".join(f"o{j}, " if j in required_outs else f"*o{j}, "
+                        for j in range(len(info.outputs))) + ")",
+              "    tape._ops.append(h)",
+              *(line[4:] for line in _returned(info))]
+    return _compiled(info, lines, env)
+
+
+def _output_lines(info, single: bool, recorded: bool) -> list:
+    """Lines (indented for the unrecorded branch) that make each output slot's new Variables
+    from ``made`` into ``r{j}`` (None for a slot the op does not write; ``v`` itself for an
+    op's one output) and, when ``recorded``, its handle entries into ``o{j}``."""
+    lines = []
+    for j, slot in enumerate(info.outputs):
+        value = "result" if single else f"result[{j}]"
+        kept = slot.name in info.keeps
+        if slot.duplicable:
+            body = [f"r{j} = vs = []",
+                    f"for m, value in zip(made[{j}], {value}):",
+                    *variable_lines("    ", "value", recorded),
+                    "    vs.append(v)"]
+            if recorded:
+                body.append(f"o{j} = vs" if kept else
+                            f"o{j} = vs if tracing else [v.desc for v in vs]")
+        else:
+            body = variable_lines("", value, recorded, made=f"made[{j}]")
+            if not _only_output(info):
+                body.append(f"r{j} = v")
+            if recorded:
+                entry = ("v", "d") if not slot.dispensable else ("(v,)", "(d,)")
+                body.append(f"o{j} = {entry[0]}" if kept else
+                            f"o{j} = {entry[0]} if tracing else {entry[1]}")
+        if slot.duplicable or slot.dispensable:
+            absent = [f"r{j} = None"] + ([f"o{j} = ()"] if recorded else [])
+            body = [f"if made[{j}] is not None:", *("    " + b for b in body), "else:",
+                    *("    " + a for a in absent)]
+        lines += ["        " + b for b in body]
+    return lines
+
+
+def _only_output(info) -> bool:
+    """Whether the op writes one output, always (its Variable is ``v``, returned as it is)."""
+    return len(info.outputs) == 1 and not (info.outputs[0].duplicable or
+                                           info.outputs[0].dispensable)
+
+
+def _returned(info) -> list:
+    """The line returning what ``tape.ops.<type>`` returns (indented for the unrecorded
+    branch): the visible outputs, one Variable or a tuple."""
+    if _only_output(info):
+        return ["        return v"]
+    visible = [f"r{j}" for j, s in enumerate(info.outputs) if not s.intermediate]
+    if len(visible) == 1:
+        return [f"        return {visible[0]}"]
+    return [f"        return ({''.join(r + ', ' for r in visible)})"]
+
+
+def _compiled(info, lines: list, env: dict):
+    from . import flags as _flags
+    from . import place as _places
+    from .desc import VarDesc
+    from .variable import Variable
+
+    names = [s.name for s in info.inputs if not s.dispensable]
+    eager_runner = env["eager_runner"]
+
+    def general(tape, attrs, sig, *values):
+        """The call, given to the general runner: what it returns, as ``tape.ops`` does."""
+        inputs = {name: [v] for name, v in zip(names, values) if v is not None}
+        out = (info.runner or eager_runner(info))(tape, inputs, attrs, None, sig)
+        return visible_outputs(info, out)
+
+    namespace = dict(info=info, CPU=CPU, default_place=_places._default, flags=_flags,
+                     Variable=Variable, VarDesc=VarDesc,
+                     new=object.__new__, local=env["local"], EagerHandle=env["EagerHandle"],
+                     no_grad_blocks=env["no_grad_blocks"],
+                     general=general, infer_new=infer_new)
+    exec(compile("\n".join(lines), f"<positional runner of {info.type}>", "exec"), namespace)
+    return namespace["run"]
+
+
+def visible_outputs(info, out: dict):
+    """What ``tape.ops.<type>`` returns of a runner's ``{slot: [Variable]}``: each visible
+    output slot's Variable (its list for a slot of several; None for one not written), one or
+    a tuple."""
+    results = []
+    for s in info.outputs:
+        if s.intermediate:
+            continue
+        vs = out.get(s.name)
+        results.append(vs if s.duplicable else vs[0] if vs else None)
+    return results[0] if len(results) == 1 else tuple(results)
