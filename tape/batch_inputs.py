@@ -40,7 +40,7 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
             if value is None:       # (a part a batch summed into another op's part)
                 return None
             if sources is not None:
-                _add_source(sources, d, a[1], a[2], [d.row])
+                _add_source(sources, d, a[1], a[2])
             pieces.append(value)
         else:
             if rows is not None:
@@ -54,12 +54,13 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
     return pieces[0] if len(pieces) == 1 else concatenate(pieces)
 
 
-def _add_source(sources: list, d, k: int, j: int, rows: list) -> None:
-    """A ``Unit.sources`` piece: rows ``rows`` (the list a run of ``_gathered`` extends) of
-    output ``k`` (index ``j``) of ``d``'s unit; None if ``d`` ran without one."""
+def _add_source(sources: list, d, k: int, j: int, rows: list | None = None) -> None:
+    """A ``Unit.sources`` piece: rows ``rows`` (the list a run of ``_gathered`` extends; by
+    default ``d``'s row) of output ``k`` (index ``j``) of ``d``'s unit; None if ``d`` ran
+    without one."""
     unit = d.unit
     unit = unit() if unit is not None else None
-    sources.append(None if unit is None else (unit, k, j, rows))
+    sources.append(None if unit is None else (unit, k, j, [d.row] if rows is None else rows))
 
 
 def column(ops: list, slot: str, concatenate, index: int, sources=None):

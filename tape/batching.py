@@ -91,25 +91,29 @@ class Agenda:
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.alone = []                     # ready ops nothing can join
         rules = rule_cache
+        # one tuple per signature with shared inputs, which its ops share (each op's own
+        # would be freed with it, long after the execution, for nothing)
+        interned = {}
+        first = []
         for op in needed:
             plan = op.plan
-            if plan is None:    # an Accumulation
+            if plan is None:    # an Accumulation or a fused chain
                 sig = op.kind or op
-                op.sig = sig
-                left[sig] = left.get(sig, 0) + 1
-                continue
-            rule = rules.get(plan, _UNKNOWN)
-            if rule is _UNKNOWN:
-                rule = rule_of(op)
-            if rule is None:
-                sig = op
-            elif rule[2]:
-                sig = _shared_signature(op, rule)
             else:
-                sig = rule[3]
+                rule = rules.get(plan, _UNKNOWN)
+                if rule is _UNKNOWN:
+                    rule = rule_of(op)
+                if rule is None:
+                    sig = op
+                elif rule[2]:
+                    sig = _shared_signature(op, rule)
+                    sig = interned.setdefault(sig, sig)
+                else:
+                    sig = rule[3]
             op.sig = sig
             left[sig] = left.get(sig, 0) + 1
-        first = [op for op in needed if not op.waiting]
+            if not op.waiting:
+                first.append(op)
         first.sort(key=_record_order)      # (as if the ops became ready in record order)
         for op in first:
             self._enqueue(op)

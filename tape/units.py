@@ -64,6 +64,8 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
         return False
+    if not recorded(ops):
+        return False
     unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
                 stacked_plan is not None)
     unit.sources = _sources(ops, plan, ins, gathered)
@@ -72,6 +74,17 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
         return False
     _place(ops, unit, results, batch)
     return True
+
+
+def recorded(ops: list) -> bool:
+    """Whether a tape may still go by units through one of ``ops``: one has a record its
+    tape's backward has not dropped (``Tape.deferred``; a backward that goes op by op drops
+    them before it runs anything, so the forward ops it runs make no units)."""
+    for op in ops:
+        record = op.record
+        if record is not None and record[1] < len(record[0]):
+            return True
+    return False
 
 
 def _place(ops: list, unit, results=None, batch=None) -> None:
@@ -108,7 +121,7 @@ def note_fused(groups: list) -> None:
             if type(op) is LazyOp:      # (a grad op or an Accumulation: no unit)
                 by_plan.setdefault(op.plan, []).append(op)
         for plan, ops in by_plan.items():
-            if plan.requires_grad:
+            if plan.requires_grad and recorded(ops):
                 unit = Unit(plan, len(ops), None, None, None)
                 unit.sources = _sources(ops, plan, None)
                 _place(ops, unit)
