@@ -30,9 +30,9 @@ class Unit:
     concatenated, as a unit of one op or a fused chain's); ``arrays`` the kernel's inputs and
     ``results`` its outputs (None for the ops of fused chains, whose values backward reads
     through their handles); ``sources`` ``{(input slot, index): pieces}`` for the inputs that
-    want a gradient, each piece ``(unit, output slot index, index or -1, [rows])`` for a run of
-    ops reading rows of an earlier unit's output, or ``(None, row)`` for an array given to op
-    ``row``; ``stamp`` its place in execution order. Backward fills ``handles`` (per row),
+    want a gradient, each piece ``(unit, output slot index, index or -1, [rows], [op places])``
+    for ops reading rows of an earlier unit's output (rows ``rows`` in the order of the ops
+    at ``places``), or ``(None, row)`` for an array given to op ``row``; ``stamp`` its place in execution order. Backward fills ``handles`` (per row),
     ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
     ``reached`` (the rows some gradient reached), and clears them all as it is done."""
 
@@ -157,8 +157,9 @@ def _sources(ops: list, plan, ins, gathered=None):
                         return None
                     if last is not None and last[0] is unit and last[1] == k and last[2] == j:
                         last[3].append(d.row)
+                        last[4].append(row)
                     else:
-                        last = (unit, k, j, [d.row])
+                        last = (unit, k, j, [d.row], [row])
                         pieces.append(last)
                 else:
                     last = None

@@ -303,6 +303,36 @@ def test_gradient_rows_for_an_earlier_batch_in_interleaved_runs_add_as_eager(ker
     assert_unbatched_equal_bit_for_bit(build, xs, batched)
 
 
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_batch_reading_earlier_batches_in_turn_gets_its_rows_in_op_order(rows, kernel_calls):
+    """A batch whose ops read two earlier batches in turn, out of their order, and an array
+    given to one of them, gathers each earlier batch's rows at once and puts them back in op
+    order: its input is every op's argument in op order, and forward and gradients are bit
+    for bit unbatched."""
+    rng = np.random.default_rng(13)
+    xs = [Variable(floats(rng, (rows, 4)), stop_gradient=False) for _ in range(4)]
+    given = Variable(floats(rng, (rows, 4)), stop_gradient=False)
+
+    def build():
+        a = [ops.tanh(x) for x in xs]
+        b = [ops.sigmoid(x) for x in xs]
+        read = [a[2], b[0], a[0], given, b[3], a[1], b[1]]
+        c = [ops.relu(v) for v in read]
+        return ops.reduce_sum(ops.concat(c + [ops.square(v) for v in a + b], axis=0)), read
+    params = xs + [given]
+    for p in params:
+        p.grad = None
+    with tape.lazy():
+        tape.reset_global_tape()
+        loss, read = build()
+        loss.backward()
+        batched = loss.numpy(), [p.grad.numpy() for p in params]
+        expected = np.concatenate([v.numpy() for v in read])
+    (relu_input,) = [arrays["X"] for t, arrays in kernel_calls if t == "relu"]
+    np.testing.assert_array_equal(relu_input, expected)
+    assert_unbatched_equal_bit_for_bit(lambda: build()[0], params, batched)
+
+
 def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
     """Later batches read an earlier batch's output whole, as a slice and as rows out of order;
     a part read alone is cut out: all bit for bit what unbatched execution computes."""
