@@ -56,7 +56,7 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
         else:
             singles.append(([place], a, (None, place)))
     if sources is not None:
-        for results, k, j, _, rows, places, d in groups:
+        for _, k, j, _, rows, places, d in groups:
             sources.append(_source(d, k, j, rows, places))
         sources.extend(piece for _, _, piece in singles)
     if not singles and len(groups) == 1:    # (rows in op order)
