@@ -33,8 +33,9 @@ class Unit:
     want a gradient, each piece ``(unit, output slot index, index or -1, [rows], [op places])``
     for ops reading rows of an earlier unit's output (rows ``rows`` in the order of the ops
     at ``places``), or ``(None, row)`` for an array given to op ``row``; ``stamp`` its place
-    in execution order. Backward fills ``handles`` (per row), ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
-    ``reached`` (the rows some gradient reached), and clears them all as it is done."""
+    in execution order. Backward fills ``handles`` (per row), ``grads`` (``{(output slot
+    index, index): [array, owned]}``, whole-batch gradients) and ``reached`` (the rows some
+    gradient reached), and clears them all as it is done."""
 
     __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
                  "stamp", "handles", "grads", "reached", "__weakref__")
