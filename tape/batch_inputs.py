@@ -23,30 +23,30 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
     op place)`` per array given to an op."""
     groups = []     # per earlier batch output read: [results, k, j, batch, rows, places, op]
     singles = []    # [([op place], value, source piece)]: values read one by one
-    last = None
-    place = -1
-    for op in ops:
-        place += 1
-        a = op.args[slot] if index < 0 else op.args[slot][index]
+    # the group the last op read, as locals: most ops read what the op before them read
+    whole = last_k = last_j = rows = places = None
+    args = [op.args[slot] for op in ops] if index < 0 else \
+        [op.args[slot][index] for op in ops]
+    for place, a in enumerate(args):
         if type(a) is tuple:
             d = a[0]
-            if last is not None and d.results is last[0] and a[1] == last[1] and \
-                    a[2] == last[2]:
-                last[4].append(d.row)
-                last[5].append(place)
+            if d.results is whole and a[1] == last_k and a[2] == last_j:
+                rows.append(d.row)
+                places.append(place)
                 continue
             batch = d.batch
             k = a[1]
             if batch is not None and k not in batch[1]:
-                results, j = d.results, a[2]
-                for last in groups:
-                    if last[0] is results and last[1] == k and last[2] == j:
-                        last[4].append(d.row)
-                        last[5].append(place)
+                whole, last_k, last_j = d.results, k, a[2]
+                for group in groups:
+                    if group[0] is whole and group[1] == k and group[2] == last_j:
+                        rows, places = group[4], group[5]
+                        rows.append(d.row)
+                        places.append(place)
                         break
                 else:
-                    last = [results, k, j, batch, [d.row], [place], d]
-                    groups.append(last)
+                    rows, places = [d.row], [place]
+                    groups.append([whole, k, last_j, batch, rows, places, d])
                 continue
             value = read(a)
             if value is None:       # (a part a batch summed into another op's part)

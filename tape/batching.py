@@ -195,6 +195,8 @@ def signature(op):
 def _shared_signature(op, rule) -> tuple:
     _, sums, shared, key = rule
     args = op.args
+    if len(shared) == 1 and not sums:   # (most: one weight, bias or table)
+        return (key, _identity(args[shared[0]]))
     sig = (key, *[_identity(args[slot]) for slot in shared])
     if sums:    # a summed output's parts must all go to one variable
         dests = op.dests

@@ -94,21 +94,20 @@ def _place(ops: list, unit, results=None, batch=None) -> None:
     what only backward needed) and row, and file them where its tape's backward finds them;
     with ``batch``, hand it the batch's ``results`` too (``note_unit``)."""
     ref = weakref.ref(unit)
-    row = 0
-    for op in ops:
-        op.unit = ref
-        op.row = row
-        if batch is not None:
+    if batch is not None:
+        for op in ops:
             op.results = results
             op.batch = batch
             op.args = None
+    for row, op in enumerate(ops):
+        op.unit = ref
+        op.row = row
         record = op.record
         if record is not None:
             records, index = record
             if index < len(records):    # (else its tape's backward has run: none wants it)
                 records[index] = (unit, row)
             op.record = None    # (a Variable holding the op must not hold its tape's units)
-        row += 1
 
 
 def note_fused(groups: list) -> None:
