@@ -169,9 +169,13 @@ class Agenda:
 
     def choose(self):
         """The signature to run next (see the class docstring)."""
+        ready = self.ready
+        if len(ready) == 1:     # (the only choice: most turns of a graph with little to batch)
+            for sig in ready:
+                return sig
         best, best_key = None, None
         left = self.left
-        for sig, group in self.ready.items():
+        for sig, group in ready.items():
             n = len(group)
             key = (0 if n == 1 and left[sig] > 1 else n, -group[0].order)
             if best_key is None or key > best_key:
