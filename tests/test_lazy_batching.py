@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batched_backward, batching, ops
+from tape import Variable, batched_backward, batching, ops, units
 
 
 @pytest.fixture
@@ -165,6 +165,33 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
     # then the two first-level tanh together: 4 calls, not 5
     assert [(t, arrays["X"].shape[0]) for t, arrays in kernel_calls] == [
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
+
+
+def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch):
+    """One sample's graph goes by the per-op path: the forward ops it runs make no units (only
+    a backward by units reads them), and its gradients are eager's bit for bit; 16 samples
+    go by units."""
+    made = []
+    unit_init = units.Unit.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        unit_init(self, *args, **kwargs)
+    monkeypatch.setattr(units.Unit, "__init__", counting)
+    rng = np.random.default_rng(5)
+    w = Variable(floats(rng, (4, 4)), stop_gradient=False)
+    xs = [Variable(floats(rng, (1, 4))) for _ in range(16)]
+
+    def build(samples):
+        return ops.sum([ops.reduce_sum(ops.tanh(ops.matmul_v2(x, w)), reduce_all=True)
+                        for x in samples])
+    lazy = run_lazily(lambda: build(xs[:1]), [w])
+    assert made == []
+    w.grad = None
+    build(xs[:1]).backward()
+    np.testing.assert_array_equal(lazy[1][0], w.grad.numpy())
+    run_lazily(lambda: build(xs), [w])
+    assert made
 
 
 def test_ops_differing_only_in_batch_axis_size_batch_together(kernel_calls):
