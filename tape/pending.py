@@ -198,30 +198,24 @@ def prune(ops) -> list:
         needed.append(op)
         waiting = 0
         for a in op.args.values():
-            # (a single ref, the common argument, written out apart from a list's refs: this
-            # runs once per argument of every op a large graph executes)
-            if type(a) is tuple:
-                d = a[0]
-                if d.results is None:
-                    waiting += 1
-                    users = d.users
-                    if users is None:
-                        d.users = [op]
-                        stack.append(d)
-                    else:
-                        users.append(op)
-            elif type(a) is list:
-                for r in a:
-                    if type(r) is tuple:
-                        d = r[0]
-                        if d.results is None:
-                            waiting += 1
-                            users = d.users
-                            if users is None:
-                                d.users = [op]
-                                stack.append(d)
-                            else:
-                                users.append(op)
+            t = type(a)
+            if t is list:
+                refs = a
+            elif t is tuple:
+                refs = (a,)
+            else:
+                continue
+            for r in refs:
+                if type(r) is tuple:
+                    d = r[0]
+                    if d.results is None:
+                        waiting += 1
+                        users = d.users
+                        if users is None:
+                            d.users = [op]
+                            stack.append(d)
+                        else:
+                            users.append(op)
         op.waiting = waiting
     return needed
 
