@@ -43,7 +43,24 @@ def run_ops(needed: list) -> None:
             op.users = None
             run_one(op)
         return
-    Agenda(needed).run()
+    try:
+        Agenda(needed).run()
+    except BaseException:
+        for op in needed:
+            if op.results is not None:
+                op.args = None
+        raise
+    # The ops of batches that made units drop their inputs here, all at once, rather than
+    # as each batch runs (``units.note_unit``): dropping them frees the refs and the producing
+    # ops no Variable holds, and freeing those in the prune walk's order (one sample's stretch
+    # of the graph after another), not batch by batch across every sample's, cost the forest
+    # and 16-sequence steps
+    # 2-3 ms less (of ~50, loaded machine). What they read lives until here: a value of a
+    # batch with a unit lived as long before (its unit holds it until backward); a value that
+    # only these ops read and whose op made no unit (no gradient through it) lives until the
+    # execution ends rather than until its last reader ran.
+    for op in needed:
+        op.args = None
 
 
 def run_one(op) -> None:

@@ -58,8 +58,9 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
     gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
-    is also handed the batch's ``results`` and drops its inputs, in the same pass (as
-    ``batching._hand_out`` does): True if it was. ``gathered``: the sources of some inputs,
+    is also handed the batch's ``results`` in the same pass (as ``batching._hand_out`` does;
+    its inputs it drops when the execution ends, ``batching.run_ops``): True if it was.
+    ``gathered``: the sources of some inputs,
     found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit)."""
     first = ops[0]
     plan = first.plan
@@ -98,7 +99,6 @@ def _place(ops: list, unit, results=None, batch=None) -> None:
         for op in ops:
             op.results = results
             op.batch = batch
-            op.args = None
     for row, op in enumerate(ops):
         op.unit = ref
         op.row = row
