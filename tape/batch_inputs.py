@@ -10,56 +10,101 @@ from .pending import ShapeOnly, read, row_index
 
 def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
     """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
-    ``ops``, concatenated along axis 0 (None if one of them is None). Where
-    successive ops read the same output of ops of one earlier batch, their rows are taken
-    from that batch's whole output at once, and nothing is concatenated when one such run
-    covers all of it: the output itself (in row order), a slice, or one fancy index.
-    ``sources``, a list, gets the argument's ``Unit.sources`` pieces on the way (the ops of
-    an earlier batch share its unit; None where one has no unit, ``tape.units``)."""
-    pieces = []
-    rows = whole = k = j = batch = None
-    row = -1
-    for op in ops:
-        row += 1
-        a = op.args[slot] if index < 0 else op.args[slot][index]
+    ``ops``, concatenated along axis 0 in op order (None if one of them is None).
+
+    The ops reading one output of one earlier batch take their rows from that batch's whole
+    output at once, however they interleave with ops reading other batches (the children of
+    a batch of tree nodes come from leaves and nodes of several depths, in turn): the output
+    itself (all its rows in order), a slice, or one fancy index per earlier batch, then one
+    concatenation, and where the ops' order differs from the batches' one fancy index that
+    puts the rows back in op order. ``sources``, a list, gets the argument's ``Unit.sources``
+    pieces on the way: ``(unit, output slot index, index, [rows], [op places])`` per earlier
+    batch output (its ops share one unit; None where it has none, ``tape.units``), ``(None,
+    op place)`` per array given to an op."""
+    groups = []     # per earlier batch output read: [results, k, j, batch, rows, places, op]
+    singles = []    # [([op place], value, source piece)]: values read one by one
+    # the group the last op read, as locals: most ops read what the op before them read
+    whole = last_k = last_j = rows = places = None
+    args = [op.args[slot] for op in ops] if index < 0 else \
+        [op.args[slot][index] for op in ops]
+    for place, a in enumerate(args):
         if type(a) is tuple:
             d = a[0]
-            if d.results is whole and a[1] == k and a[2] == j:
+            if d.results is whole and a[1] == last_k and a[2] == last_j:
                 rows.append(d.row)
+                places.append(place)
                 continue
-            if rows is not None:
-                pieces.append(_rows_of(whole, k, j, batch, rows))
             batch = d.batch
-            if batch is not None and a[1] not in batch[1]:
-                whole, k, j, rows = d.results, a[1], a[2], [d.row]
-                if sources is not None:
-                    _add_source(sources, d, k, j, rows)
+            k = a[1]
+            if batch is not None and k not in batch[1]:
+                whole, last_k, last_j = d.results, k, a[2]
+                for group in groups:
+                    if group[0] is whole and group[1] == k and group[2] == last_j:
+                        rows, places = group[4], group[5]
+                        rows.append(d.row)
+                        places.append(place)
+                        break
+                else:
+                    rows, places = [d.row], [place]
+                    groups.append([whole, k, last_j, batch, rows, places, d])
                 continue
-            rows = whole = None
             value = read(a)
             if value is None:       # (a part a batch summed into another op's part)
                 return None
-            if sources is not None:
-                _add_source(sources, d, a[1], a[2], [d.row])
-            pieces.append(value)
+            singles.append(([place], value, _source(d, k, a[2], None, place)
+                            if sources is not None else None))
         else:
-            if rows is not None:
-                pieces.append(_rows_of(whole, k, j, batch, rows))
-                rows = whole = None
-            if sources is not None:
-                sources.append((None, row))
-            pieces.append(a)
-    if rows is not None:
-        pieces.append(_rows_of(whole, k, j, batch, rows))
-    return pieces[0] if len(pieces) == 1 else concatenate(pieces)
+            singles.append(([place], a, (None, place)))
+    if sources is not None:
+        for _, k, j, _, rows, places, d in groups:
+            sources.append(_source(d, k, j, rows, places))
+        sources.extend(piece for _, _, piece in singles)
+    if not singles and len(groups) == 1:    # (rows in op order)
+        results, k, j, batch, rows, _, _ = groups[0]
+        return _rows_of(results, k, j, batch, rows)
+    parts = [(places, _rows_of(results, k, j, batch, rows))
+             for results, k, j, batch, rows, places, _ in groups]
+    parts += [(places, value) for places, value, _ in singles]
+    return _in_op_order(parts, ops, slot, concatenate, index)
 
 
-def _add_source(sources: list, d, k: int, j: int, rows: list) -> None:
-    """A ``Unit.sources`` piece: rows ``rows`` (the list a run of ``_gathered`` extends) of
-    output ``k`` (index ``j``) of ``d``'s unit; None if ``d`` ran without one."""
+def _source(d, k: int, j: int, rows, places):
+    """A ``Unit.sources`` piece: rows ``rows`` (by default ``d``'s row) of output ``k``
+    (index ``j``) of ``d``'s unit, read by the ops at ``places``; None if ``d`` ran without
+    a unit."""
     unit = d.unit
     unit = unit() if unit is not None else None
-    sources.append(None if unit is None else (unit, k, j, rows))
+    if unit is None:
+        return None
+    return (unit, k, j, [d.row], [places]) if rows is None else (unit, k, j, rows, places)
+
+
+def _in_op_order(parts: list, ops: list, slot: str, concatenate, index: int):
+    """The values of ``parts`` (``(op places, their rows)``) concatenated, rows in op order:
+    one concatenation, and one fancy index where the parts interleave (each op with as many
+    rows; else op by op)."""
+    if len(parts) > 1:
+        parts.sort(key=_first_place)
+    places = parts[0][0] if len(parts) == 1 else [p for ps, _ in parts for p in ps]
+    n = len(places)
+    whole = parts[0][1] if len(parts) == 1 else concatenate([value for _, value in parts])
+    if places == in_order_of(n):
+        return whole
+    rows = whole.shape[0]
+    per_op = rows // n
+    if per_op * n != rows or any(value.shape[0] != len(ps) * per_op for ps, value in parts):
+        return _gathered_reads(ops, slot, concatenate, index)
+    where = [0] * n     # (op place -> its place in ``whole``)
+    for at, p in enumerate(places):
+        where[p] = at
+    if per_op == 1:
+        return whole[where]
+    shape = whole.shape
+    return whole.reshape((n, per_op) + shape[1:])[where].reshape(shape)
+
+
+def _first_place(part) -> int:
+    return part[0][0]
 
 
 def column(ops: list, slot: str, concatenate, index: int, sources=None):
@@ -77,15 +122,23 @@ def _gathered_reads(ops: list, slot: str, concatenate, index: int):
 _in_order: dict = {}
 
 
+def in_order_of(size: int) -> list:
+    """``[0, 1, ..., size - 1]``, made once per size."""
+    in_order = _in_order.get(size)
+    if in_order is None:
+        if len(_in_order) >= 256:
+            _in_order.clear()
+        in_order = _in_order[size] = list(range(size))
+    return in_order
+
+
 def _rows_of(whole: tuple, k: int, j: int, batch: tuple, rows: list):
     """Rows ``rows`` (op places in ``batch``, ``(size, sums, offsets, stacked)`` of
     ``LazyOp.batch``) of a batch's output ``k`` (index ``j`` of it if it is a list), in that
     order, concatenated along axis 0."""
     value = whole[k] if j < 0 else whole[k][j]
     size, _, offsets, stacked = batch
-    in_order = _in_order.get(size)
-    if in_order is None:
-        in_order = _in_order[size] = list(range(size))
+    in_order = in_order_of(size)
     count = len(rows)
     if stacked:     # (each op's value is a block along the new axis 0)
         first = rows[0]

@@ -47,9 +47,11 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
     gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
-    False, having changed nothing but computing the loss, where it does not apply."""
+    False, having changed nothing but computing the loss, where it does not apply (where the
+    forward does not batch, it also drops ``records``: the per-op path makes no units)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     if not _forward_batches(loss, batching):
+        records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
     seed = _seed(handles, records, loss)
     if seed is None:
@@ -72,7 +74,6 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
         for unit in units:
             if not _applies(unit):
                 return False
-        handles.clear()     # (each unit's handles go with it: values are freed as it is done)
         records.clear()
         units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed
@@ -86,8 +87,17 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
                 take_filed(unit, other)
             if unit.grads is not None:
                 _unit_backward(unit, leaves, leaf_grads, other, invoke)
-            unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+            _release(unit)
         units = ()
+        # The handles go last, in reverse record order, as eager backward drops them: what
+        # they hold was made in record order, and freeing it unit by unit (each unit's ops
+        # spread over every sample's stretch of the tape) cost forest 40% more (5.4 against
+        # 9.6 ms a step). The large values are the units' inputs, freed as each unit is done,
+        # and the batches' results, which the tape's kept Variables hold until here either way.
+        handles.clear()
+    except BaseException:
+        handles.clear()
+        raise
     finally:
         for unit in units:  # (left by a return or an error: nothing may hold the handles)
             _release(unit)
@@ -144,6 +154,7 @@ def _by_stamp(unit) -> int:
 
 def _release(unit) -> None:
     unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
+    unit.results = None
 
 
 def _seed(handles: list, records: list, loss):

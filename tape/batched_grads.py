@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from .batch_inputs import in_order_of
 from .batch_rules import SHARED
 from .pending import row_index
 from .variable import Variable
@@ -53,43 +54,36 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
         per_op = g.shape[0] // size
         offsets = range(0, per_op * (size + 1), per_op)
     # The pieces that go to one output of one unit are added as one: a batch of tree nodes
-    # reads its children from a few units in many short runs (forest: ~2,500 pieces a step
-    # into ~340 outputs); their rows are joined, and their parts of ``g`` (op places
-    # ``first`` to ``end``) taken with one fancy index.
-    targets = {}    # (unit, output slot index, index) -> [rows, [op places in g]]
-    first = 0       # (the op place where the piece starts)
+    # reads its children from a few units (forest: ~340 outputs a step); their rows are
+    # joined, and their parts of ``g`` (their op places) taken with one slice or fancy index.
+    targets = {}    # (unit, output slot index, index) -> [rows, op places in g]
     reached = unit.reached
     for piece in pieces:
         source = piece[0]
         if source is not None:
-            rows = piece[3]
-            end = first + len(rows)
             key = (source, piece[1], piece[2])
             target = targets.get(key)
             if target is None:
-                targets[key] = [rows, range(first, end)]
-            else:
-                if type(target[1]) is range:    # (a second piece: lists, extended)
-                    target[0] = list(target[0])
-                    target[1] = list(target[1])
-                target[0].extend(rows)
-                target[1].extend(range(first, end))
+                targets[key] = [piece[3], piece[4]]
+            else:   # (new lists: the pieces' own are the unit's sources)
+                target[0] = target[0] + piece[3]
+                target[1] = target[1] + piece[4]
         else:
             row = piece[1]
-            end = first + 1
             h = unit.handles[row]   # (None: an op of the batch another tape recorded)
             if row in reached and h is not None:
-                _file_by_variable(h.inputs[fslot][i], g[offsets[first]:offsets[end]], leaves,
+                _file_by_variable(h.inputs[fslot][i], g[offsets[row]:offsets[row + 1]], leaves,
                                   leaf_grads, other)
-        first = end
     stacked = unit.stacked
+    in_order = in_order_of(size)
     for (source, k, j), (rows, places) in targets.items():
-        if type(places) is range:
-            part = g[offsets[places.start]:offsets[places.stop]]
+        first, count = places[0], len(places)
+        if places == in_order[first:first + count]:
+            part = g[offsets[first]:offsets[first + count]]
         elif unit.offsets is None:
             per_op = g.shape[0] // size
             part = g.reshape((size, per_op) + g.shape[1:])[places] \
-                .reshape((len(places) * per_op,) + g.shape[1:])
+                .reshape((count * per_op,) + g.shape[1:])
         else:
             part = g[row_index(unit.offsets, places)]
         add_rows(source, k, j, rows, part, stacked)
@@ -124,9 +118,6 @@ def _add(table: dict, key, g) -> None:
         entry[1] = True
 
 
-_in_order: dict = {}
-
-
 def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None:
     """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
     unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
@@ -148,9 +139,7 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
             g = g.reshape(whole_spec(unit, k, j)[0])
         _add(grads, key, g)
         return
-    in_order = _in_order.get(size)
-    if in_order is None:
-        in_order = _in_order[size] = list(range(size))
+    in_order = in_order_of(size)
     entry = grads.get(key)
     if count == size and rows == in_order:
         if reshape or unit.stacked:

@@ -30,11 +30,12 @@ class Unit:
     concatenated, as a unit of one op or a fused chain's); ``arrays`` the kernel's inputs and
     ``results`` its outputs (None for the ops of fused chains, whose values backward reads
     through their handles); ``sources`` ``{(input slot, index): pieces}`` for the inputs that
-    want a gradient, each piece ``(unit, output slot index, index or -1, [rows])`` for a run of
-    ops reading rows of an earlier unit's output, or ``(None, row)`` for an array given to op
-    ``row``; ``stamp`` its place in execution order. Backward fills ``handles`` (per row),
-    ``grads`` (``{(output slot index, index): [array, owned]}``, whole-batch gradients) and
-    ``reached`` (the rows some gradient reached), and clears them all as it is done."""
+    want a gradient, each piece ``(unit, output slot index, index or -1, [rows], [op places])``
+    for ops reading rows of an earlier unit's output (rows ``rows`` in the order of the ops
+    at ``places``), or ``(None, row)`` for an array given to op ``row``; ``stamp`` its place
+    in execution order. Backward fills ``handles`` (per row), ``grads`` (``{(output slot
+    index, index): [array, owned]}``, whole-batch gradients) and ``reached`` (the rows some
+    gradient reached), and clears them all as it is done."""
 
     __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
                  "stamp", "handles", "grads", "reached", "__weakref__")
@@ -57,12 +58,15 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
     gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
-    is also handed the batch's ``results`` and drops its inputs, in the same pass (as
-    ``batching._hand_out`` does): True if it was. ``gathered``: the sources of some inputs,
+    is also handed the batch's ``results`` in the same pass (as ``batching._hand_out`` does;
+    its inputs it drops when the execution ends, ``batching.run_ops``): True if it was.
+    ``gathered``: the sources of some inputs,
     found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit)."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
+        return False
+    if not recorded(ops):
         return False
     unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
                 stacked_plan is not None)
@@ -74,27 +78,36 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     return True
 
 
+def recorded(ops: list) -> bool:
+    """Whether a tape may still go by units through one of ``ops``: one has a record its
+    tape's backward has not dropped (``Tape.deferred``; a backward that goes op by op drops
+    them before it runs anything, so the forward ops it runs make no units)."""
+    for op in ops:
+        record = op.record
+        if record is not None and record[1] < len(record[0]):
+            return True
+    return False
+
+
 def _place(ops: list, unit, results=None, batch=None) -> None:
     """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
     it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
     what only backward needed) and row, and file them where its tape's backward finds them;
     with ``batch``, hand it the batch's ``results`` too (``note_unit``)."""
     ref = weakref.ref(unit)
-    row = 0
-    for op in ops:
-        op.unit = ref
-        op.row = row
-        if batch is not None:
+    if batch is not None:
+        for op in ops:
             op.results = results
             op.batch = batch
-            op.args = None
+    for row, op in enumerate(ops):
+        op.unit = ref
+        op.row = row
         record = op.record
         if record is not None:
             records, index = record
             if index < len(records):    # (else its tape's backward has run: none wants it)
                 records[index] = (unit, row)
             op.record = None    # (a Variable holding the op must not hold its tape's units)
-        row += 1
 
 
 def note_fused(groups: list) -> None:
@@ -108,7 +121,7 @@ def note_fused(groups: list) -> None:
             if type(op) is LazyOp:      # (a grad op or an Accumulation: no unit)
                 by_plan.setdefault(op.plan, []).append(op)
         for plan, ops in by_plan.items():
-            if plan.requires_grad:
+            if plan.requires_grad and recorded(ops):
                 unit = Unit(plan, len(ops), None, None, None)
                 unit.sources = _sources(ops, plan, None)
                 _place(ops, unit)
@@ -144,8 +157,9 @@ def _sources(ops: list, plan, ins, gathered=None):
                         return None
                     if last is not None and last[0] is unit and last[1] == k and last[2] == j:
                         last[3].append(d.row)
+                        last[4].append(row)
                     else:
-                        last = (unit, k, j, [d.row])
+                        last = (unit, k, j, [d.row], [row])
                         pieces.append(last)
                 else:
                     last = None

@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batched_backward, batching, ops
+from tape import Variable, batched_backward, batching, ops, units
 
 
 @pytest.fixture
@@ -167,6 +167,33 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
 
 
+def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch):
+    """One sample's graph goes by the per-op path: the forward ops it runs make no units (only
+    a backward by units reads them), and its gradients are eager's bit for bit; 16 samples
+    go by units."""
+    made = []
+    unit_init = units.Unit.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        unit_init(self, *args, **kwargs)
+    monkeypatch.setattr(units.Unit, "__init__", counting)
+    rng = np.random.default_rng(5)
+    w = Variable(floats(rng, (4, 4)), stop_gradient=False)
+    xs = [Variable(floats(rng, (1, 4))) for _ in range(16)]
+
+    def build(samples):
+        return ops.sum([ops.reduce_sum(ops.tanh(ops.matmul_v2(x, w)), reduce_all=True)
+                        for x in samples])
+    lazy = run_lazily(lambda: build(xs[:1]), [w])
+    assert made == []
+    w.grad = None
+    build(xs[:1]).backward()
+    np.testing.assert_array_equal(lazy[1][0], w.grad.numpy())
+    run_lazily(lambda: build(xs), [w])
+    assert made
+
+
 def test_ops_differing_only_in_batch_axis_size_batch_together(kernel_calls):
     """Inputs of 1, 3, 2 and 1 rows: one call per op; later batches read their rows whole,
     as a slice and out of order; forward and gradients bit for bit unbatched."""
@@ -301,6 +328,36 @@ def test_gradient_rows_for_an_earlier_batch_in_interleaved_runs_add_as_eager(ker
                    if t in ("tanh", "sigmoid", "relu"))
     assert calls == [("relu", (12, 4)), ("sigmoid", (12, 4)), ("tanh", (12, 4))]
     assert_unbatched_equal_bit_for_bit(build, xs, batched)
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_batch_reading_earlier_batches_in_turn_gets_its_rows_in_op_order(rows, kernel_calls):
+    """A batch whose ops read two earlier batches in turn, out of their order, and an array
+    given to one of them, gathers each earlier batch's rows at once and puts them back in op
+    order: its input is every op's argument in op order, and forward and gradients are bit
+    for bit unbatched."""
+    rng = np.random.default_rng(13)
+    xs = [Variable(floats(rng, (rows, 4)), stop_gradient=False) for _ in range(4)]
+    given = Variable(floats(rng, (rows, 4)), stop_gradient=False)
+
+    def build():
+        a = [ops.tanh(x) for x in xs]
+        b = [ops.sigmoid(x) for x in xs]
+        read = [a[2], b[0], a[0], given, b[3], a[1], b[1]]
+        c = [ops.relu(v) for v in read]
+        return ops.reduce_sum(ops.concat(c + [ops.square(v) for v in a + b], axis=0)), read
+    params = xs + [given]
+    for p in params:
+        p.grad = None
+    with tape.lazy():
+        tape.reset_global_tape()
+        loss, read = build()
+        loss.backward()
+        batched = loss.numpy(), [p.grad.numpy() for p in params]
+        expected = np.concatenate([v.numpy() for v in read])
+    (relu_input,) = [arrays["X"] for t, arrays in kernel_calls if t == "relu"]
+    np.testing.assert_array_equal(relu_input, expected)
+    assert_unbatched_equal_bit_for_bit(lambda: build()[0], params, batched)
 
 
 def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
