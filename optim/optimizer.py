@@ -28,6 +28,11 @@ class Optimizer:
 
     ``grad_clip`` (a ClipGradByGlobalNorm, ClipGradByNorm or ClipGradByValue; no state) clips
     the gradients of each step, all at once, before the update ops, here and in ``minimize``.
+
+    Eagerly, a parameter's update op is prepared on its first step (``update_plans.py``) and
+    later steps call its kernel directly, with the same bits; setting an attribute of the
+    optimizer (other than ``learning_rate``, which is written into its Variables) or loading
+    its state prepares them again.
     """
 
     # Per-parameter state a subclass keeps: slot -> shape, None for the parameter's shape.
@@ -156,9 +161,7 @@ class Optimizer:
         done = 0
         if prepared is not None and self.grad_clip is None:
             for p, g in params_grads:     # no op is run: no recording to turn off
-                update = prepared.get(id(p))
-                if update is None or update is UNPREPARED or update.param is not p or \
-                        not update.fits(p, g) or not update.run(g):
+                if not self._run_prepared(p, g):
                     break
                 p.grad = None
                 done += 1
@@ -177,19 +180,23 @@ class Optimizer:
             for p, g in params_grads[done:]:
                 if prepared is None:
                     run(*self.update_op(p, g))
-                else:
-                    update = prepared.get(id(p))
-                    if update is None or update is UNPREPARED or update.param is not p or \
-                            not update.fits(p, g) or not update.run(g):
-                        self._update_and_prepare(p, g, update, run)
+                elif not self._run_prepared(p, g):
+                    self._update_and_prepare(p, g, run)
                 p.grad = None
 
-    def _update_and_prepare(self, param: Variable, grad: Variable, update, run) -> None:
+    def _run_prepared(self, param: Variable, grad: Variable) -> bool:
+        """Update ``param`` by its prepared update op if it has one that fits ``grad``; False
+        (nothing done) otherwise."""
+        update = self._prepared.get(id(param))
+        return (update is not None and update is not UNPREPARED and update.param is param
+                and update.fits(param, grad) and update.run(grad))
+
+    def _update_and_prepare(self, param: Variable, grad: Variable, run) -> None:
         """Run ``param``'s update op through the runner, and prepare it for the next steps
-        unless it is known not to prepare (``update`` is UNPREPARED)."""
+        unless it is known not to prepare (UNPREPARED)."""
         op = self.update_op(param, grad)
         run(*op)
-        if update is not UNPREPARED:
+        if self._prepared.get(id(param)) is not UNPREPARED:
             if len(self._prepared) >= _PREPARED_LIMIT:
                 self._prepared.clear()
             self._prepared[id(param)] = prepare(*op, param, grad)

@@ -27,6 +27,7 @@ class PreparedUpdate:
         self.plan, self.param, self.reads, self.grad_at = plan, param, reads, grad_at
         self.writes = writes    # (output position, Variable) in the kernel's output order
         grad = reads[grad_at]
+        reads[grad_at] = None   # (each step's gradient goes there: this one is not kept)
         self.param_shape, self.place = param.desc.shape, param.place
         self.grad_shape, self.dtype = grad.desc.shape, grad.desc.dtype
 
@@ -43,7 +44,7 @@ class PreparedUpdate:
         pending on a lazy op (the runner computes it first)."""
         arrays = []
         for v in self.reads:
-            if v is None:
+            if v is None:       # an absent optional slot, or the gradient's
                 arrays.append(None)
             else:
                 value = v._value

@@ -232,3 +232,19 @@ def test_lazy_steps_after_prepared_ones_give_the_same_bits():
     with tape.lazy():
         got += _train(opt, params, grads[2:])
     _assert_same_bits(got, _runner_history(OPTIMIZERS["adam"], grads))
+
+
+def test_a_prepared_update_keeps_no_gradient_alive():
+    import gc
+    import weakref
+    opt, params, grads = optim.SGD(0.1), _parameters(), _gradients()
+    gone = []
+    for step in range(2):   # the step that prepares the update, and one that runs it
+        g = tape.Variable(grads[step][0].copy())
+        params[0].grad = g
+        opt(params[:1])
+        gone.append(weakref.ref(g))
+        del g
+    gc.collect()
+    assert isinstance(opt._prepared[id(params[0])], PreparedUpdate)
+    assert [ref() for ref in gone] == [None, None]
