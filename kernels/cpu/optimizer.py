@@ -58,24 +58,21 @@ def _sgd_loop(param, grad, lr):
 
 
 def _sgd_fused(param, grad, lr):
-    """``param -= lr * grad`` in place; ``grad`` of ``param``'s shape and dtype, and both
-    C-contiguous from SGD_NUMBA_FROM elements."""
     if param.size < SGD_NUMBA_FROM:
         np.subtract(param, lr * grad, out=param)     # formulas.sgd, bit for bit
     else:
-        _sgd_loop(param.reshape(-1), grad.reshape(-1), lr)
+        _sgd_loop(param, grad, lr)
 
 
 @kernel("sgd", types=dtypes.FLOATING)
 def sgd(Param, LearningRate, Grad, MasterParam):
     if MasterParam is None:
         # the common case, on the arrays themselves: a float32 or float64 parameter and a
-        # gradient of its dtype (and shape: the shape rule saw to it), C-contiguous when large
+        # gradient of its dtype, both C-contiguous (what the general path makes them anyway)
         dtype = Param.dtype
-        if dtype == Grad.dtype and dtype.itemsize >= 4 and (
-                Param.size < SGD_NUMBA_FROM
-                or Param.flags.c_contiguous and Grad.flags.c_contiguous):
-            _sgd_fused(Param, Grad, dtype.type(LearningRate.item()))
+        if dtype == Grad.dtype and dtype.itemsize >= 4 and Param.flags.c_contiguous \
+                and Grad.flags.c_contiguous:
+            _sgd_fused(Param.reshape(-1), Grad.reshape(-1), dtype.type(LearningRate.item()))
             return Param, None
     source = Param if MasterParam is None else MasterParam
     dtype = _compute_dtype(source)
