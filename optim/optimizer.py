@@ -18,6 +18,14 @@ _PREPARED_LIMIT = 4096
 _STEP_STATE = frozenset(("_prepared", "learning_rate", "_learning_rate"))
 
 
+def preparable(update_op):
+    """Marks an ``update_op`` that returns, for a parameter, the same op on the same Variables
+    at every step until a setting changes (an attribute is set, or state is loaded): its ops
+    may be prepared. An ``update_op`` a subclass writes without it runs at every step."""
+    update_op.preparable = True
+    return update_op
+
+
 class Optimizer:
     """Base class. A subclass says, in ``update_op``, which op updates one parameter.
 
@@ -30,9 +38,10 @@ class Optimizer:
     the gradients of each step, all at once, before the update ops, here and in ``minimize``.
 
     Eagerly, a parameter's update op is prepared on its first step (``update_plans.py``) and
-    later steps call its kernel directly, with the same bits; setting an attribute of the
-    optimizer (other than ``learning_rate``, which is written into its Variables) or loading
-    its state prepares them again.
+    later steps call its kernel directly, with the same bits, where ``update_op`` is marked
+    ``@preparable`` (the library's are); setting an attribute of the optimizer (other than
+    ``learning_rate``, which is written into its Variables) or loading its state prepares them
+    again.
     """
 
     # Per-parameter state a subclass keeps: slot -> shape, None for the parameter's shape.
@@ -156,8 +165,8 @@ class Optimizer:
         # on its first step and later steps call its kernel (update_plans.py); a first step, or
         # one that a parameter's new signature or a pending value sends there, takes the
         # runner, as every update does otherwise. Updates run in the order of ``params``.
-        prepared = None if global_tape.lazy or global_tape.tracing or _flags.checking \
-            else self._prepared
+        prepared = None if global_tape.lazy or global_tape.tracing or _flags.checking or \
+            not getattr(type(self).update_op, "preparable", False) else self._prepared
         done = 0
         if prepared is not None and self.grad_clip is None:
             for p, g in params_grads:     # no op is run: no recording to turn off

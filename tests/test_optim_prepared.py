@@ -242,3 +242,27 @@ def test_a_prepared_update_keeps_no_gradient_alive():
     gc.collect()
     assert isinstance(opt._prepared[id(params[0])], PreparedUpdate)
     assert [ref() for ref in gone] == [None, None]
+
+
+def test_an_update_op_of_ones_own_runs_at_every_step_unless_marked_preparable():
+    class Halving(optim.Optimizer):
+        """SGD whose rate halves at every update, in a new LearningRate Variable each time."""
+
+        def __init__(self, rate):
+            super().__init__(rate)
+            self.rates = iter(rate / 2 ** k for k in range(100))
+
+        def update_op(self, param, grad):
+            rate = tape.Variable(np.array([next(self.rates)], param.dtype))
+            return ("sgd", {"Param": [param], "LearningRate": [rate], "Grad": [grad]},
+                    {"ParamOut": [param]}, {})
+
+    p = tape.Variable(np.zeros(3, np.float32), stop_gradient=False)
+    opt = Halving(1.0)
+    for _ in range(3):
+        _step(opt, [p], [np.ones(3, np.float32)])
+    np.testing.assert_array_equal(p.value(), np.full(3, -1.75, np.float32))
+    assert opt._prepared == {}
+    assert optim.preparable(Halving.update_op) is Halving.update_op     # marked: prepared
+    _step(opt, [p], [np.ones(3, np.float32)])
+    assert isinstance(opt._prepared[id(p)], PreparedUpdate)
