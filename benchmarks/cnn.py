@@ -4,7 +4,7 @@ Batch 128 of 1x8x8 images: conv3x3 16 -> relu -> maxpool2 -> conv3x3 32 -> relu 
 fc 10, mean softmax cross-entropy, plain SGD. The convolutions pad by 1 ('same'), so the sides
 go 8 -> 8 -> 4 -> 4 -> 2 and the fc reads 32*2*2 = 128 features.
 
-    .venv/bin/python benchmarks/cnn.py [--quick]
+    .venv/bin/python benchmarks/cnn.py [--quick] [--cpu-time]
 
 All three start from the same weights; a few steps' losses are compared before timing.
 """
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 from harness import (
+    CPU_TIME,
     NUMPY,
     TAPE,
     TORCH,
     OtherLoad,
+    clock_note,
     import_tape_or_reason,
     import_torch,
     measure,
@@ -190,8 +192,8 @@ def tape_step(tape, params, x, labels, lr: float = LEARNING_RATE):
 
 
 def main(argv=None):
-    args = parse_args(__doc__.splitlines()[0], argv)
-    options = timing_options(args.quick)
+    args = parse_args(__doc__.splitlines()[0], argv, extra=[CPU_TIME])
+    options = timing_options(args.quick, args.cpu_time)
     torch = import_torch()
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
@@ -203,6 +205,7 @@ def main(argv=None):
 
     print("## Small-CNN training step (forward + backward + SGD), float32\n")
     print(threads_report(torch))
+    print(clock_note(options))
     problem = make_problem()
     checks = [check_losses({lib: make(*problem) for lib, make in makers.items()})]
     steps = {lib: make(*problem) for lib, make in makers.items()}

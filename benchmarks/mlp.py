@@ -6,7 +6,7 @@ SGD updates appended by ``minimize``) run by ``tape.static.Executor`` step after
 ReLU hidden layers, mean softmax cross-entropy, plain SGD; two sizes:
 batch 64 784-256-256-10 and batch 256 1024-1024-1024-10.
 
-    .venv/bin/python benchmarks/mlp.py [--quick]
+    .venv/bin/python benchmarks/mlp.py [--quick] [--cpu-time]
 
 All three start from the same weights; a few steps' losses are compared before timing.
 """
@@ -16,10 +16,12 @@ import itertools
 
 import numpy as np
 from harness import (
+    CPU_TIME,
     NUMPY,
     TAPE,
     TORCH,
     OtherLoad,
+    clock_note,
     import_tape_or_reason,
     import_torch,
     measure,
@@ -191,8 +193,8 @@ def check_losses(steps: dict, count: int = 3) -> str:
 
 
 def main(argv=None):
-    args = parse_args(__doc__.splitlines()[0], argv)
-    options = timing_options(args.quick)
+    args = parse_args(__doc__.splitlines()[0], argv, extra=[CPU_TIME])
+    options = timing_options(args.quick, args.cpu_time)
     torch = import_torch()
     tape, tape_missing = import_tape_or_reason(*TAPE_NEEDS)
     notes = {TORCH: None if torch else "torch not importable", TAPE: tape_missing}
@@ -205,6 +207,7 @@ def main(argv=None):
 
     print("## MLP training step (forward + backward + SGD), float32\n")
     print(threads_report(torch))
+    print(clock_note(options))
     checks = []
     for batch, widths in SIZES:
         problem = make_problem(batch, widths)

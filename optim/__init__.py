@@ -10,10 +10,10 @@ from .clip import (
 )
 from .lr_scheduler import CosineAnnealing, LinearWarmup, LRScheduler, StepDecay
 from .momentum import Momentum
-from .optimizer import Optimizer
+from .optimizer import Optimizer, preparable
 from .sgd import SGD
 
 __all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "ClipGradByGlobalNorm",
            "ClipGradByNorm", "ClipGradByValue", "CosineAnnealing", "LRScheduler", "Lamb",
            "LinearWarmup", "Momentum", "Optimizer", "RMSProp", "StepDecay", "clip_grad_norm",
-           "clip_grad_value"]
+           "clip_grad_value", "preparable"]

@@ -5,7 +5,7 @@ import tape
 from tape.variable import Variable
 
 from .clip import ClipGradBase
-from .optimizer import Optimizer
+from .optimizer import Optimizer, preparable
 
 
 class Adam(Optimizer):
@@ -49,6 +49,7 @@ class Adam(Optimizer):
             return grad
         return tape.ops.sum([grad, tape.ops.scale(param, scale=float(self.weight_decay))])
 
+    @preparable
     def update_op(self, param: Variable, grad: Variable):
         state = {slot: self.accumulator(param, slot, fill) for slot, fill in (
             ("moment1", 0.0), ("moment2", 0.0), ("beta1_pow", self.beta1),

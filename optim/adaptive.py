@@ -6,7 +6,7 @@ import tape
 from tape.variable import Variable
 
 from .clip import ClipGradBase
-from .optimizer import Optimizer
+from .optimizer import Optimizer, preparable
 
 
 class _StateOptimizer(Optimizer):
@@ -20,6 +20,7 @@ class _StateOptimizer(Optimizer):
     slots: dict = {}
     read_only: tuple = ()
 
+    @preparable
     def update_op(self, param: Variable, grad: Variable):
         state = {slot: self.accumulator(param, name, fill)
                  for slot, (name, fill) in self.slots.items()}

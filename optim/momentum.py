@@ -4,7 +4,7 @@ from __future__ import annotations
 from tape.variable import Variable
 
 from .clip import ClipGradBase
-from .optimizer import Optimizer
+from .optimizer import Optimizer, preparable
 
 
 class Momentum(Optimizer):
@@ -32,6 +32,7 @@ class Momentum(Optimizer):
                        "regularization_method": "l2_decay" if weight_decay else "",
                        "regularization_coeff": float(weight_decay)}
 
+    @preparable
     def update_op(self, param: Variable, grad: Variable):
         velocity = self.accumulator(param, "velocity", 0.0)
         rate = self.learning_rate_var(param)

@@ -5,10 +5,25 @@ import numpy as np
 
 import tape
 from tape import dtypes
+from tape import flags as _flags
 from tape.errors import InvalidArgumentError
 from tape.variable import Variable, unique_name
 
 from .clip import ClipGradBase
+from .update_plans import UNPREPARED, prepare
+
+# prepared updates kept per optimizer (one per parameter; beyond this many, they start over)
+_PREPARED_LIMIT = 4096
+# attributes a step or a learning-rate change sets, which leave the prepared updates valid
+_STEP_STATE = frozenset(("_prepared", "learning_rate", "_learning_rate"))
+
+
+def preparable(update_op):
+    """Marks an ``update_op`` that returns, for a parameter, the same op on the same Variables
+    at every step until a setting changes (an attribute is set, or state is loaded): its ops
+    may be prepared. An ``update_op`` a subclass writes without it runs at every step."""
+    update_op.preparable = True
+    return update_op
 
 
 class Optimizer:
@@ -21,6 +36,12 @@ class Optimizer:
 
     ``grad_clip`` (a ClipGradByGlobalNorm, ClipGradByNorm or ClipGradByValue; no state) clips
     the gradients of each step, all at once, before the update ops, here and in ``minimize``.
+
+    Eagerly, a parameter's update op is prepared on its first step (``update_plans.py``) and
+    later steps call its kernel directly, with the same bits, where ``update_op`` is marked
+    ``@preparable`` (the library's are); setting an attribute of the optimizer (other than
+    ``learning_rate``, which is written into its Variables) or loading its state prepares them
+    again.
     """
 
     # Per-parameter state a subclass keeps: slot -> shape, None for the parameter's shape.
@@ -32,9 +53,18 @@ class Optimizer:
                 f"{type(self).__name__}: grad_clip must be None or a ClipGradByGlobalNorm, "
                 f"ClipGradByNorm or ClipGradByValue, received {type(grad_clip).__name__}")
         self._program_rates = []    # (scope, name) of the learning rates of minimized programs
+        self._rates = {}            # (place, param dtype code) -> LearningRate Variable (1,)
         self.learning_rate = learning_rate
         self.grad_clip = grad_clip
         self._accumulators = {}     # parameter name -> {slot: Variable}
+        self._prepared = {}         # id(parameter) -> PreparedUpdate or UNPREPARED
+
+    def __setattr__(self, name: str, value) -> None:
+        """Set an attribute; a setting that an ``update_op`` may read (``weight_decay``, ...)
+        makes the prepared updates again. The learning rate is written into its Variables."""
+        object.__setattr__(self, name, value)
+        if name not in _STEP_STATE:
+            object.__setattr__(self, "_prepared", {})
 
     @property
     def learning_rate(self) -> float:
@@ -44,7 +74,8 @@ class Optimizer:
     def learning_rate(self, value: float) -> None:
         """Sets the rate of the next steps, eager and in every program ``minimize`` built."""
         self._learning_rate = float(value)
-        self._rates = {}    # (place, param dtype code) -> LearningRate Variable (1,)
+        for rate in self._rates.values():   # in place: the prepared updates read them
+            rate.value()[...] = self._learning_rate
         for scope, name in self._program_rates:
             var = scope.find_var(name)
             if var is not None and var.value is not None:
@@ -111,6 +142,7 @@ class Optimizer:
                 raise InvalidArgumentError(f"{where}: missing key(s) "
                                            f"{sorted(f'{key}.{s}' for s in missing)}")
         self.learning_rate = float(state["learning_rate"])
+        self._prepared = {}     # (they may read state Variables made below)
         keyed_by_name = {p.name: p for p in keyed.values()}
         for name, slots in loaded.items():
             current = self._accumulators.setdefault(name, {})
@@ -127,16 +159,56 @@ class Optimizer:
         raise NotImplementedError
 
     def __call__(self, params) -> None:
-        run = tape.get_global_tape().add_op
+        global_tape = tape.get_global_tape()
+        params_grads = [(p, p.grad) for p in params if p.grad is not None]
+        # Eagerly, with no check on and nothing traced, each parameter's update op is prepared
+        # on its first step and later steps call its kernel (update_plans.py); a first step, or
+        # one that a parameter's new signature or a pending value sends there, takes the
+        # runner, as every update does otherwise. Updates run in the order of ``params``.
+        prepared = None if global_tape.lazy or global_tape.tracing or _flags.checking or \
+            not getattr(type(self).update_op, "preparable", False) else self._prepared
+        done = 0
+        if prepared is not None and self.grad_clip is None:
+            for p, g in params_grads:     # no op is run: no recording to turn off
+                if not self._run_prepared(p, g):
+                    break
+                p.grad = None
+                done += 1
+        if done < len(params_grads):
+            self._update_rest(params_grads, done, global_tape.add_op, prepared)
+        if global_tape.lazy:    # the updates were only recorded: a step takes effect when made
+            tape.compute(*(p for p, _ in params_grads))
+
+    def _update_rest(self, params_grads: list, done: int, run, prepared) -> None:
+        """The updates of ``params_grads[done:]`` (all of them, clipped first, when there is a
+        ``grad_clip``), with recording off: update ops, and the clip's ops and those an
+        ``update_op`` may run, record nothing."""
         with tape.no_grad():
-            params_grads = [(p, p.grad) for p in params if p.grad is not None]
             if self.grad_clip is not None:
                 params_grads = self.grad_clip(params_grads)
-            for p, g in params_grads:
-                run(*self.update_op(p, g))
+            for p, g in params_grads[done:]:
+                if prepared is None:
+                    run(*self.update_op(p, g))
+                elif not self._run_prepared(p, g):
+                    self._update_and_prepare(p, g, run)
                 p.grad = None
-        # on a lazy tape the updates were only recorded: a step takes effect when it is made
-        tape.compute(*(p for p, _ in params_grads))
+
+    def _run_prepared(self, param: Variable, grad: Variable) -> bool:
+        """Update ``param`` by its prepared update op if it has one that fits ``grad``; False
+        (nothing done) otherwise."""
+        update = self._prepared.get(id(param))
+        return (update is not None and update is not UNPREPARED and update.param is param
+                and update.fits(param, grad) and update.run(grad))
+
+    def _update_and_prepare(self, param: Variable, grad: Variable, run) -> None:
+        """Run ``param``'s update op through the runner, and prepare it for the next steps
+        unless it is known not to prepare (UNPREPARED)."""
+        op = self.update_op(param, grad)
+        run(*op)
+        if self._prepared.get(id(param)) is not UNPREPARED:
+            if len(self._prepared) >= _PREPARED_LIMIT:
+                self._prepared.clear()
+            self._prepared[id(param)] = prepare(*op, param, grad)
 
     def minimize(self, loss, program) -> list:
         """Static training: append the backward of ``loss`` to ``program`` (unless already

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tape.variable import Variable
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, preparable
 
 
 class SGD(Optimizer):
@@ -15,6 +15,7 @@ class SGD(Optimizer):
     >>> sgd(layer.params())      # updates w and b in place, then clears their .grad
     """
 
+    @preparable
     def update_op(self, param: Variable, grad: Variable):
         rate = self.learning_rate_var(param)
         return ("sgd", {"Param": [param], "LearningRate": [rate], "Grad": [grad]},

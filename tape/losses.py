@@ -33,9 +33,10 @@ def _classes_last(fn: str, x: Variable, axis: int) -> tuple:
     return (x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x), batch
 
 
-def _hard_labels(fn: str, label, batch: list, classes: int, ignore_index: int) -> Variable:
-    """Class ids of shape ``batch`` (or with a trailing 1), as one (M,) int64 Variable; given as
-    numpy values, each must be a class or ``ignore_index``."""
+def _hard_labels(fn: str, label, batch: list, classes: int, ignore_index: int,
+                 column: bool = False) -> Variable:
+    """Class ids of shape ``batch`` (or with a trailing 1), as one (M,) int64 Variable, or
+    (M, 1) if ``column``; given as numpy values, each must be a class or ``ignore_index``."""
     kind = (label if isinstance(label, Variable) else np.asarray(label)).dtype.kind
     if kind not in "iu":
         raise InvalidArgumentError(f"{fn}: label must hold int class ids, received {kind!r} "
@@ -46,11 +47,14 @@ def _hard_labels(fn: str, label, batch: list, classes: int, ignore_index: int) -
         if bad.any():
             raise InvalidArgumentError(f"{fn}: label holds {ids[bad][0]}, neither a class in "
                                        f"[0, {classes}) nor ignore_index ({ignore_index})")
-    label = as_variable(label, np.int64)
-    shape = list(label.shape)
+    shape = list(np.shape(label)) if not isinstance(label, Variable) else list(label.shape)
     if shape not in (batch, batch + [1]) and -1 not in shape + batch:
         raise InvalidArgumentError(f"{fn}: label must have shape {batch} or {batch + [1]} to "
                                    f"match the input, received {shape}")
+    if not isinstance(label, Variable):     # shaped by numpy: no reshape op
+        return as_variable(np.asarray(label).reshape((-1, 1) if column else -1), np.int64)
+    if column:
+        return label.reshape([-1, 1]) if shape[-1:] != [1] or label.ndim != 2 else label
     return label.reshape(-1) if label.ndim != 1 else label
 
 
@@ -114,10 +118,9 @@ def cross_entropy(input: Variable, label, weight=None, ignore_index: int = -100,
         loss = -(target * ops.log_softmax(logits, axis=-1)).sum(-1)
         loss = _reduce(fn, loss, reduction)
     elif weight is None and not label_smoothing:    # Paddle's fused op
-        ids = _hard_labels(fn, label, batch, logits.shape[-1], ignore_index)
-        _, loss = ops.softmax_with_cross_entropy(logits, ids.unsqueeze(1),
-                                                 ignore_index=ignore_index)
-        loss = loss.reshape(-1)
+        # (M, 1) ids and losses: reduced as they are, with no reshape op to (M,)
+        ids = _hard_labels(fn, label, batch, logits.shape[-1], ignore_index, column=True)
+        _, loss = ops.softmax_with_cross_entropy(logits, ids, ignore_index=ignore_index)
         if reduction == "mean" and (isinstance(label, Variable)
                                     or np.any(np.asarray(label) == ignore_index)):
             loss = loss.sum() / (ids != ignore_index).astype(loss.dtype).sum()

@@ -110,9 +110,22 @@ def _raise_if_bad(op, bad_row, labels, classes, ignore_index):
         raise _label_error(op, labels[bad_row], classes, ignore_index)
 
 
+def _is_rows(a, axis) -> bool:
+    """Whether ``a`` already is what ``as_rows`` makes of it (a classifier's (N, C) logits):
+    the common case skips its calls (a few us of a small step's loss)."""
+    return a.ndim == 2 and axis % 2 == 1 and a.flags.c_contiguous
+
+
 @kernel("softmax_with_cross_entropy")
 def softmax_with_cross_entropy(Logits, Label, soft_label, use_softmax, ignore_index, axis):
     op = "softmax_with_cross_entropy"
+    if use_softmax and not soft_label and _is_rows(Logits, axis):
+        softmax, lse = softmax_rows(Logits)
+        loss = np.empty((Logits.shape[0], 1), Logits.dtype)
+        labels = Label.reshape(-1)
+        bad = _hard_softmax_loss(Logits, lse, labels, ignore_index, loss.reshape(-1))
+        _raise_if_bad(op, bad, labels, Logits.shape[1], ignore_index)
+        return softmax, loss
     logits = as_rows(Logits, axis)
     # hard labels and Loss have 1 at axis, so their rows are their flat order: no move needed
     labels = as_rows(Label, axis) if soft_label else Label.reshape(-1)
@@ -136,7 +149,8 @@ def softmax_with_cross_entropy(Logits, Label, soft_label, use_softmax, ignore_in
 def softmax_with_cross_entropy_grad(Label, Softmax, dLoss, dSoftmax, soft_label, use_softmax,
                                     ignore_index, axis):
     op = "softmax_with_cross_entropy_grad"
-    softmax = as_rows(Softmax, axis)
+    rows = _is_rows(Softmax, axis)
+    softmax = Softmax if rows else as_rows(Softmax, axis)
     labels = as_rows(Label, axis) if soft_label else Label.reshape(-1)
     dloss = dLoss.reshape(-1)
     if not use_softmax:
@@ -153,4 +167,4 @@ def softmax_with_cross_entropy_grad(Label, Softmax, dLoss, dSoftmax, soft_label,
         if use_softmax:
             ds = softmax * (ds - (ds * softmax).sum(-1, keepdims=True))
         dlogits = dlogits + ds
-    return from_rows(dlogits, Softmax.shape, axis)
+    return dlogits if rows else from_rows(dlogits, Softmax.shape, axis)

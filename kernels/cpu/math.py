@@ -44,14 +44,24 @@ def _flatten(a, num_col_dims):
     return a.reshape(math.prod(a.shape[:num_col_dims]), math.prod(a.shape[num_col_dims:]))
 
 
+def _matrices(X, Y, x_num_col_dims, y_num_col_dims) -> bool:
+    """Whether X and Y are already the matrices mul multiplies (Linear's case): no reshapes."""
+    return X.ndim == 2 and Y.ndim == 2 and x_num_col_dims == 1 and y_num_col_dims == 1
+
+
 @kernel("mul")
 def mul(X, Y, x_num_col_dims, y_num_col_dims):
+    if _matrices(X, Y, x_num_col_dims, y_num_col_dims):
+        return X @ Y
     out = _flatten(X, x_num_col_dims) @ _flatten(Y, y_num_col_dims)
     return out.reshape(X.shape[:x_num_col_dims] + Y.shape[y_num_col_dims:])
 
 
 @kernel("mul_grad")
 def mul_grad(X, Y, dOut, x_num_col_dims, y_num_col_dims, wants):
+    if _matrices(X, Y, x_num_col_dims, y_num_col_dims):
+        return (_matmul(dOut, Y.T) if "X@GRAD" in wants else None,
+                _matmul(X.T, dOut) if "Y@GRAD" in wants else None)
     x, y = _flatten(X, x_num_col_dims), _flatten(Y, y_num_col_dims)
     dout = dOut.reshape(x.shape[0], y.shape[1])
     dx = _matmul(dout, y.T).reshape(X.shape) if "X@GRAD" in wants else None
