@@ -10,6 +10,8 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 """
 from __future__ import annotations
 
+import itertools
+
 from . import flags as _flags
 from .desc import DENSE_TENSOR, VarDesc
 from .pending import LazyOp, order
@@ -48,9 +50,11 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         # no longer needs alive, and count as a reader to tape.fusion)
         "        deferred = tape.deferred",
         "        if deferred is False:",
-        "            deferred = tape.deferred = []",
-        "        op.record = (deferred, len(deferred))",
+        "            deferred = tape.deferred = Records()",
+        "        position = len(deferred)",
+        "        op.record = (deferred, position)",
         "        deferred.append(None)",
+        *_key_lines(info),
         "    made = plan.made if outputs is None else None",
         "    if made is None:",
         "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
@@ -60,6 +64,76 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "    if flags.checking:     # (names for the NaN/Inf check's message)",
         "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}",
         "    return produced"]
+    return lines
+
+
+class Records(list):
+    """A lazy tape's list of records (``Tape.deferred``: per recorded lazy op, where it ran),
+    with ``key``, the interned *signature of everything recorded so far*: the previous key,
+    the op's CallPlan (op type, attributes, input shapes, dtypes, which want gradients, place)
+    and, per input, the record position and output of the op it waits for, or None for a value
+    it was given. Two tapes with equal keys recorded the same graph, op for op and edge for
+    edge (``tape.lazy_replay`` caches the execution of a backward under it). None once an op
+    read a pending value from off this tape, or was given its outputs: the key then names no
+    graph."""
+
+    __slots__ = ("key",)
+
+    def __init__(self):
+        super().__init__()
+        self.key = 0
+
+
+_BROKEN = object()      # an input's code when it waits for an op that is not on the tape
+_keys: dict = {}        # (previous key, plan, input codes) -> key
+_next_key = itertools.count(1)
+
+
+def _interned(code: tuple) -> int:
+    if len(_keys) >= 1 << 18:
+        _keys.clear()   # (new keys for old graphs: their cached executions are missed, not
+    key = _keys[code] = next(_next_key)    # confused)
+    return key
+
+
+def _list_code(refs: list, deferred) -> tuple:
+    """The key code of a slot that takes several inputs."""
+    codes = []
+    for a in refs:
+        if type(a) is tuple:
+            r = a[0].record
+            if r is None or r[0] is not deferred:
+                return _BROKEN
+            codes.append((r[1], a[1], a[2]))
+        else:
+            codes.append(None)
+    return tuple(codes)
+
+
+def _key_lines(info) -> list:
+    """Lines that extend ``deferred.key`` by the op just recorded (see ``Records``)."""
+    lines = ["        chain = deferred.key if outputs is None else None",
+             "        if chain is not None:"]
+    codes = []
+    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
+        c = f"c{i}"
+        codes.append(c)
+        if duplicable:
+            lines.append(f"            {c} = None if a{i} is None else list_code(a{i}, deferred)")
+            continue
+        lines += [f"            if type(a{i}) is tuple:",
+                  f"                r = a{i}[0].record",
+                  f"                {c} = (r[1], a{i}[1], a{i}[2]) if r is not None and "
+                  f"r[0] is deferred else BROKEN",
+                  "            else:",
+                  f"                {c} = None"]
+    broken = " or ".join(f"{c} is BROKEN" for c in codes) or "False"
+    lines += [f"            if {broken}:",
+              "                deferred.key = None",
+              "            else:",
+              f"                code = (chain, plan, {''.join(c + ', ' for c in codes)})",
+              "                k = keys.get(code)",
+              "                deferred.key = interned(code) if k is None else k"]
     return lines
 
 
@@ -132,4 +206,5 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "DENSE_TENSOR": DENSE_TENSOR}
+             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "BROKEN": _BROKEN,
+             "keys": _keys, "interned": _interned, "list_code": _list_code}
