@@ -20,14 +20,13 @@ import itertools
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, lazy_replay
 from . import flags as _flags
-from . import lazy_replay
 from .backward import _counts, argument_lines, gradient_target_lines, prepare
 from .batched_backward import run_batched_backward
 from .desc import GRAD_SUFFIX
-from .lazy_program import build
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
+from .lazy_program import build
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
 from .variable import Variable
 

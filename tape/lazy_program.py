@@ -179,7 +179,8 @@ def _written(attempt, steps: list, targets: list, order: list, leaves: dict):
             continue
         name = f"t{len(table)}"
         if n.plan is None:   # (a gradient Accumulation)
-            lines.append(f"    {name} = (total_of(({''.join(value(x) + ', ' for x in n.args['X'])})),)")
+            parts = "".join(value(x) + ", " for x in n.args["X"])
+            lines.append(f"    {name} = (total_of(({parts})),)")
         else:
             k = len(namespace)
             namespace[f"P{k}"], namespace[f"W{k}"] = n.plan, n.wants
@@ -246,8 +247,9 @@ def _loop(spec: tuple, columns: tuple) -> list:
     flat = []
     for value in columns:
         if value is None or value.dtype != dtype or value.shape != shape:
-            raise RuntimeError(f"lazy replay: a fused loop's input is {getattr(value, 'dtype', None)}"
-                               f"{getattr(value, 'shape', '')}, its producer said {dtype}{shape}")
+            raise RuntimeError(f"lazy replay: a fused loop's input is "
+                               f"{getattr(value, 'dtype', None)}{getattr(value, 'shape', '')}, "
+                               f"its producer said {dtype}{shape}")
         flat.append(value.reshape(-1))
     size = int(np.prod(shape))
     outputs = [np.empty(size, dtype) for _ in program[1]]

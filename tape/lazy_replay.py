@@ -38,8 +38,7 @@ import sys
 import numpy as np
 
 from . import flags as _flags
-from .desc import GRAD_SUFFIX
-from .pending import LazyOp, ShapeOnly
+from .pending import LazyOp
 from .variable import Variable
 
 _MISSING = object()

@@ -115,7 +115,7 @@ def _key_lines(info) -> list:
     lines = ["        chain = deferred.key if outputs is None else None",
              "        if chain is not None:"]
     codes = []
-    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
+    for i, (_, duplicable, _) in enumerate(info.slot_specs):
         c = f"c{i}"
         codes.append(c)
         if duplicable:
