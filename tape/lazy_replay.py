@@ -45,6 +45,7 @@ _MISSING = object()
 _entries: dict = {}     # (tape key, loss position, output, index) -> _Entry, or None
 _MAX_ENTRIES = 1024
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
+replays = 0             # backwards a cached program ran (tests check reuse)
 
 
 class _Entry:
@@ -86,8 +87,9 @@ def attempt(handles: list, loss, records):
     flags = _flags.flags
     key = getattr(records, "key", None)
     ref = getattr(loss, "_lazy", None)     # (a slot eager Variables never set)
-    if key is None or ref is None or len(records) != len(handles) or _flags.checking or \
-            not flags["FLAGS_lazy_batching"] or not flags["FLAGS_lazy_fusion"]:
+    if key is None or ref is None or len(records) != len(handles) or \
+            flags["FLAGS_check_nan_inf"] or not flags["FLAGS_lazy_batching"] or \
+            not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
         return None
     record = ref[0].record
     if record is None or record[0] is not records:
@@ -120,6 +122,8 @@ def attempt(handles: list, loss, records):
         return Attempt(entry, state, arrays, entries)
     if program is None:
         return None
+    global replays
+    replays += 1
     handles.clear()
     program.run(ops, arrays, entries)
     return True
