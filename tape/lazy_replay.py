@@ -9,11 +9,11 @@ gathering only its leaf arrays.
 
 The signature is exact. Its parts:
 
-- the tape's key (``lazy_runner.Records``), built as ops are recorded: every op's CallPlan (op
-  type, attributes, input shapes and dtypes, which inputs want gradients, place) and the
-  record position and output of each input it waits for, in record order; and the loss's
-  position in it;
-- the state of the graph now, read by a *walker* written out for the key: each op of the
+- the tape's codes (``lazy_runner.Records``), written as ops are recorded: every op's
+  CallPlan (op type, attributes, input shapes and dtypes, which inputs want gradients, place)
+  and the record position and output of each input it waits for, in record order; and the
+  loss's position among them;
+- the state of the graph now, read by a *walker* written out for the codes: each op of the
   loss's graph is fetched from the op that reads it, and none may have run; the reference
   count of every op and of every ref to one of its outputs (a Variable the user still holds, a
   handle keeping a value for a gradient, a second ref: anything that decides what a group
@@ -42,7 +42,7 @@ from .pending import LazyOp
 from .variable import Variable
 
 _MISSING = object()
-_entries: dict = {}     # (tape key, loss position, output, index) -> _Entry, or None
+_entries: dict = {}     # (tape codes, loss position, output, index) -> _Entry, or None
 _MAX_ENTRIES = 1024
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
 replays = 0             # backwards a cached program ran (tests check reuse)
@@ -85,16 +85,16 @@ def attempt(handles: list, loss, records):
     """Backward of ``loss`` over ``handles`` by a cached program: True if it ran; else None,
     or an ``Attempt`` when a program may be built for this backward."""
     flags = _flags.flags
-    key = getattr(records, "key", None)
+    codes = getattr(records, "codes", None)
     ref = getattr(loss, "_lazy", None)     # (a slot eager Variables never set)
-    if key is None or ref is None or len(records) != len(handles) or \
+    if codes is None or ref is None or len(records) != len(handles) or \
             flags["FLAGS_check_nan_inf"] or not flags["FLAGS_lazy_batching"] or \
             not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
         return None
     record = ref[0].record
     if record is None or record[0] is not records:
         return None
-    signature = (key, record[1], ref[1], ref[2])
+    signature = (tuple(codes), record[1], ref[1], ref[2])
     entry = _entries.get(signature, _MISSING)
     if entry is _MISSING:   # (seen once: a graph recorded once is not worth a walker)
         if len(_entries) >= _MAX_ENTRIES:

@@ -10,8 +10,6 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 """
 from __future__ import annotations
 
-import itertools
-
 from . import flags as _flags
 from .desc import DENSE_TENSOR, VarDesc
 from .pending import LazyOp, order
@@ -54,7 +52,7 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "        position = len(deferred)",
         "        op.record = (deferred, position)",
         "        deferred.append(None)",
-        *_key_lines(info),
+        *_code_lines(info),
         "    made = plan.made if outputs is None else None",
         "    if made is None:",
         "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
@@ -69,71 +67,63 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
 
 class Records(list):
     """A lazy tape's list of records (``Tape.deferred``: per recorded lazy op, where it ran),
-    with ``key``, the interned *signature of everything recorded so far*: the previous key,
-    the op's CallPlan (op type, attributes, input shapes, dtypes, which want gradients, place)
-    and, per input, the record position and output of the op it waits for, or None for a value
-    it was given. Two tapes with equal keys recorded the same graph, op for op and edge for
-    edge (``tape.lazy_replay`` caches the execution of a backward under it). None once an op
-    read a pending value from off this tape, or was given its outputs: the key then names no
-    graph."""
+    with ``codes``, the *signature of everything recorded so far*, one flat list: per op, its
+    CallPlan (op type, attributes, input shapes, dtypes, which want gradients, place), then per
+    input the plan says is given, the record position, output slot and index of the op it
+    waits for, or None for a value it was given. Two tapes with equal codes recorded the same
+    graph, op for op and edge for edge (``tape.lazy_replay`` caches the execution of a
+    backward under them). None once an op read a pending value from off this tape, or was
+    given its outputs: the codes then name no graph."""
 
-    __slots__ = ("key",)
+    __slots__ = ("codes",)
 
     def __init__(self):
         super().__init__()
-        self.key = 0
-
-
-_BROKEN = object()      # an input's code when it waits for an op that is not on the tape
-_keys: dict = {}        # (previous key, plan, input codes) -> key
-_next_key = itertools.count(1)
-
-
-def _interned(code: tuple) -> int:
-    if len(_keys) >= 1 << 18:
-        _keys.clear()   # (new keys for old graphs: their cached executions are missed, not
-    key = _keys[code] = next(_next_key)    # confused)
-    return key
+        self.codes = []
 
 
 def _list_code(refs: list, deferred) -> tuple:
-    """The key code of a slot that takes several inputs."""
+    """The code of a slot that takes several inputs (None: one waits for an op off the
+    tape)."""
     codes = []
     for a in refs:
         if type(a) is tuple:
             r = a[0].record
             if r is None or r[0] is not deferred:
-                return _BROKEN
+                return None
             codes.append((r[1], a[1], a[2]))
         else:
             codes.append(None)
     return tuple(codes)
 
 
-def _key_lines(info) -> list:
-    """Lines that extend ``deferred.key`` by the op just recorded (see ``Records``)."""
-    lines = ["        chain = deferred.key if outputs is None else None",
-             "        if chain is not None:"]
-    codes = []
-    for i, (_, duplicable, _) in enumerate(info.slot_specs):
-        c = f"c{i}"
-        codes.append(c)
+def _code_lines(info) -> list:
+    """Lines that add the op just recorded to ``deferred.codes`` (see ``Records``)."""
+    lines = ["        codes = deferred.codes",
+             "        if codes is not None:",
+             "            if outputs is not None:",
+             "                deferred.codes = None",
+             "            else:",
+             "                codes.append(plan)"]
+    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
+        indent = "                "
+        if dispensable:
+            lines.append(f"{indent}if a{i} is not None:")
+            indent += "    "
         if duplicable:
-            lines.append(f"            {c} = None if a{i} is None else list_code(a{i}, deferred)")
+            lines += [f"{indent}c = list_code(a{i}, deferred)",
+                      f"{indent}if c is None:",
+                      f"{indent}    deferred.codes = None",
+                      f"{indent}codes.append(c)"]
             continue
-        lines += [f"            if type(a{i}) is tuple:",
-                  f"                r = a{i}[0].record",
-                  f"                {c} = (r[1], a{i}[1], a{i}[2]) if r is not None and "
-                  f"r[0] is deferred else BROKEN",
-                  "            else:",
-                  f"                {c} = None"]
-    broken = " or ".join(f"{c} is BROKEN" for c in codes) or "False"
-    lines += [f"            if {broken}:",
-              "                deferred.key = None",
-              "            else:",
-              f"                code = (chain, plan, {''.join(c + ', ' for c in codes)})",
-              "                k = keys.get(code)",
-              "                deferred.key = interned(code) if k is None else k"]
+        lines += [f"{indent}if type(a{i}) is tuple:",
+                  f"{indent}    r = a{i}[0].record",
+                  f"{indent}    if r is not None and r[0] is deferred:",
+                  f"{indent}        codes += (r[1], a{i}[1], a{i}[2])",
+                  f"{indent}    else:",
+                  f"{indent}        deferred.codes = None",
+                  f"{indent}else:",
+                  f"{indent}    codes.append(None)"]
     return lines
 
 
@@ -206,5 +196,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "BROKEN": _BROKEN,
-             "keys": _keys, "interned": _interned, "list_code": _list_code}
+             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "list_code": _list_code}
