@@ -43,7 +43,9 @@ from .variable import Variable
 
 _MISSING = object()
 _entries: dict = {}     # (tape codes, loss position, output, index) -> _Entry, or None
-_MAX_ENTRIES = 1024
+_MAX_ENTRIES = 256
+_seen: set = set()      # hashes of the signatures backward has seen once
+_MAX_SEEN = 4096
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
 replays = 0             # backwards a cached program ran (tests check reuse)
 
@@ -51,10 +53,9 @@ replays = 0             # backwards a cached program ran (tests check reuse)
 class _Entry:
     """What one graph signature's executions share: its walker, its programs by state."""
 
-    __slots__ = ("seen", "walk", "positions", "programs")
+    __slots__ = ("walk", "positions", "programs")
 
     def __init__(self):
-        self.seen = 1
         self.walk = None
         self.positions = None   # the walker's ops' record positions, in its order
         self.programs = {}      # state -> _Program, or None: the per-op path runs
@@ -96,15 +97,21 @@ def attempt(handles: list, loss, records):
         return None
     signature = (tuple(codes), record[1], ref[1], ref[2])
     entry = _entries.get(signature, _MISSING)
-    if entry is _MISSING:   # (seen once: a graph recorded once is not worth a walker)
+    if entry is _MISSING:
+        # a graph recorded once is not worth a walker: its first backward leaves only its
+        # signature's hash (a graph of thousands of ops is a long signature)
+        number = hash(signature)
+        if number not in _seen:
+            if len(_seen) >= _MAX_SEEN:
+                _seen.clear()
+            _seen.add(number)
+            return None
         if len(_entries) >= _MAX_ENTRIES:
             _entries.clear()
-        _entries[signature] = _Entry()
-        return None
+        entry = _entries[signature] = _Entry()
     if entry is None:
         return None
     if entry.walk is None:
-        entry.seen += 1
         if not _new_walker(entry, ref[0], records):
             _entries[signature] = None
             return None

@@ -14,6 +14,7 @@ from tape.kernels import fused
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch):
     monkeypatch.setattr(lazy_replay, "_entries", {})
+    monkeypatch.setattr(lazy_replay, "_seen", set())
 
 
 @pytest.fixture
@@ -86,13 +87,16 @@ def same(got, expected):
 
 def per_op(fn, values, **kw):
     """What the per-op path gives (a graph seen for the first time runs it)."""
-    saved = dict(lazy_replay._entries)
+    saved, seen = dict(lazy_replay._entries), set(lazy_replay._seen)
     lazy_replay._entries.clear()
+    lazy_replay._seen.clear()
     try:
         return gradients(fn, values, **kw)
     finally:
         lazy_replay._entries.clear()
         lazy_replay._entries.update(saved)
+        lazy_replay._seen.clear()
+        lazy_replay._seen.update(seen)
 
 
 def warm(fn, values, **kw):
@@ -117,6 +121,7 @@ def test_a_recorded_graph_runs_its_cached_program_with_the_per_op_results(kernel
     # the program runs what the build ran, fused at any size (the per-op path leaves arrays
     # this small to single kernels)
     lazy_replay._entries.clear()
+    lazy_replay._seen.clear()
     runs = []
     for _ in range(3):
         del kernel_calls[:]
@@ -244,3 +249,26 @@ def test_an_op_computed_before_backward_takes_the_per_op_path():
     before = lazy_replay.replays
     same(gradients(asked, values), per_op(asked, values))
     assert lazy_replay.replays == before
+
+
+def test_gradients_add_to_a_leaf_gradient_already_there():
+    """Two backwards into the same leaves without clearing them: the second adds, as the
+    per-op path does."""
+    x_np, c_np = arrays()
+
+    def twice(fn_values):
+        x, c = (Variable(v.copy(), stop_gradient=False) for v in fn_values)
+        for _ in range(2):
+            with tape.lazy():
+                tape.reset_global_tape()
+                product(x, c).backward()
+        return [x.grad.value(), c.grad.value()]
+    warm(product, [x_np, c_np])
+    before = lazy_replay.replays
+    got = twice([x_np, c_np])
+    assert lazy_replay.replays == before + 2
+    lazy_replay._entries.clear()
+    lazy_replay._seen.clear()
+    expected = twice([x_np, c_np])      # (first sighting, then a build: the per-op path's)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
