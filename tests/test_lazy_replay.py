@@ -5,34 +5,16 @@ pattern, graph, held intermediate, sharing of a leaf, or an op computed before b
 run their own."""
 import numpy as np
 import pytest
+from test_lazy_fusion import kernel_calls  # noqa: F401  (the fixture: kernels and loops run)
 
 import tape
-from tape import Variable, batching, lazy_replay, ops
-from tape.kernels import fused
+from tape import Variable, lazy_replay, ops
 
 
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch):
     monkeypatch.setattr(lazy_replay, "_entries", {})
     monkeypatch.setattr(lazy_replay, "_seen", set())
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Op types of the single kernels lazy execution runs, "fused" per loop, in order."""
-    calls = []
-    invoke, run_group = batching.invoke, fused.run_group
-
-    def counting(plan, arrays, wants=None, names=None):
-        calls.append(plan.info.type)
-        return invoke(plan, arrays, wants, names)
-
-    def counting_group(program, dtype, inputs, outputs, scalars):
-        calls.append("fused")
-        return run_group(program, dtype, inputs, outputs, scalars)
-    monkeypatch.setattr(batching, "invoke", counting)
-    monkeypatch.setattr(fused, "run_group", counting_group)
-    return calls
 
 
 def arrays(shape=(3, 5), count=2, dtype=np.float32, seed=0):
@@ -110,7 +92,7 @@ def warm(fn, values, **kw):
     return results
 
 
-def test_a_recorded_graph_runs_its_cached_program_with_the_per_op_results(kernel_calls):
+def test_a_recorded_graph_runs_its_cached_program_with_the_per_op_results(kernel_calls):  # noqa: F811
     values = arrays()
     first, built, replayed = warm(chain, values)
     same(built, first)
