@@ -79,7 +79,7 @@ def run_lazy_backward(ops: list, loss, records) -> None:
             if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
                     and run_batched_backward(ops, records, loss):
                 if attempt is not None:
-                    attempt.refuse()
+                    attempt.refuse_graph()
                 return
             if attempt is not None and loss._value is not None:
                 attempt.refuse()    # (the loss was computed: batched forward, then refused)

@@ -46,6 +46,10 @@ _entries: dict = {}     # (tape codes, loss position, output, index) -> _Entry, 
 _MAX_ENTRIES = 256
 _seen: set = set()      # hashes of the signatures backward has seen once
 _MAX_SEEN = 4096
+# Graphs up to about 2,000 ops: a walker is one written-out line or two per op and edge, and
+# Python compiles a function of tens of thousands of lines in seconds (7,800 ops: 19 s); the
+# larger graphs of many samples per tape go by their forward batches (tape.batched_backward)
+_MAX_CODES = 8192
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
 replays = 0             # backwards a cached program ran (tests check reuse)
 
@@ -65,9 +69,10 @@ class Attempt:
     """A backward that no program serves yet; ``lazy_backward`` runs the per-op path and asks
     it, once the grad ops are deferred, to build a program (``build``)."""
 
-    __slots__ = ("entry", "state", "arrays", "entries", "positions", "constants")
+    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants")
 
-    def __init__(self, entry, state, arrays, entries):
+    def __init__(self, signature, entry, state, arrays, entries):
+        self.signature = signature
         self.entry = entry
         self.state = state
         self.arrays = arrays
@@ -81,6 +86,12 @@ class Attempt:
         if len(programs) < _MAX_PROGRAMS:
             programs[self.state] = None
 
+    def refuse_graph(self) -> None:
+        """No program for this graph in any state (its backward goes by the forward batches,
+        ``tape.batched_backward``): not even its walker runs from now on."""
+        if self.signature in _entries:
+            _entries[self.signature] = None
+
 
 def attempt(handles: list, loss, records):
     """Backward of ``loss`` over ``handles`` by a cached program: True if it ran; else None,
@@ -93,7 +104,7 @@ def attempt(handles: list, loss, records):
             not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
         return None
     record = ref[0].record
-    if record is None or record[0] is not records:
+    if record is None or record[0] is not records or len(codes) > _MAX_CODES:
         return None
     signature = (tuple(codes), record[1], ref[1], ref[2])
     entry = _entries.get(signature, _MISSING)
@@ -126,7 +137,7 @@ def attempt(handles: list, loss, records):
         if len(entry.programs) >= _MAX_PROGRAMS:
             return None
         ops = None      # (nothing may hold the ops while the per-op path groups them)
-        return Attempt(entry, state, arrays, entries)
+        return Attempt(signature, entry, state, arrays, entries)
     if program is None:
         return None
     global replays
