@@ -127,13 +127,14 @@ def _output_count(op) -> int:
     return 1 if op.plan is None else len(op.plan.outputs)
 
 
-def fuse_chains(needed: list) -> list:
+def fuse_chains(needed: list, small: bool = False) -> list:
     """``needed`` (``pending.prune``'s answer, with ``waiting`` and ``users``) with each group
-    of two or more fusable ops replaced by one FusedGroup."""
+    of two or more fusable ops replaced by one FusedGroup; ``small``: arrays of any size join
+    (``fusion_steps.node``)."""
     nodes = []
     found = False
     for op in needed:   # (``_held`` counts references: nothing here may hold an op yet)
-        node = _node(op)
+        node = _node(op, small)
         if node is not None:
             kind, expressions, libm = node
             held = _held(op)

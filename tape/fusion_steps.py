@@ -65,12 +65,14 @@ _output_kinds: dict = {}    # forward plan -> (shape, dtype) or None per output 
 _sums: dict = {}            # number of parts -> an Accumulation's template
 
 
-def node(op):
+def node(op, small: bool = False):
     """``((shape, dtype), template, whether it calls libm)`` of an op that can join a group,
-    else None."""
+    else None. ``small``: below MIN_ELEMENTS too, where the groups are found once for many
+    executions (``tape.lazy_replay``), apart from the ops that call libm (so that results
+    stay those of the default path)."""
     plan = op.plan
     if plan is None:
-        return _accumulation_node(op)
+        return _accumulation_node(op, small)
     fixed = _plans.get(plan, _UNKNOWN)
     if fixed is _UNKNOWN:
         fixed = _plan_node(plan, op.wants)
@@ -89,7 +91,7 @@ def node(op):
     elif kind is None:
         return None
     shape = kind[0]
-    if _size(shape) < MIN_ELEMENTS:
+    if _size(shape) < MIN_ELEMENTS and (not small or libm):
         return None
     numpy_dtype = dtypes.to_numpy(kind[1])
     for slot, a in op.args.items():     # (those not read too: no broadcasting anywhere)
@@ -203,13 +205,13 @@ def kind_of(ref):
     return (shapes.get((n, j)), op.kind[3]) if op.kind is not None else None
 
 
-def _accumulation_node(op):
+def _accumulation_node(op, small: bool):
     """An Accumulation's node: its parts added in arrival order, as it adds them."""
     kind = op.kind
     if kind is None or kind[0] != "accumulation" or kind[4] is not np:
         return None
     kind = (kind[2], kind[3])
-    if not valid(kind) or _size(kind[0]) < MIN_ELEMENTS:
+    if not valid(kind) or _size(kind[0]) < MIN_ELEMENTS and not small:
         return None
     shape, numpy_dtype = kind[0], dtypes.to_numpy(kind[1])
     parts = op.args["X"]

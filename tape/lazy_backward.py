@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import itertools
 
-from . import dtypes
+import numpy as np
+
+from . import dtypes, lazy_replay
 from . import flags as _flags
 from .backward import _counts, argument_lines, gradient_target_lines, prepare
 from .batched_backward import run_batched_backward
 from .desc import GRAD_SUFFIX
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
+from .lazy_program import build
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
 from .variable import Variable
 
@@ -70,19 +73,64 @@ def run_lazy_backward(ops: list, loss, records) -> None:
     grad ops deferred, then the leaves' gradients computed in one execution."""
     with collector_paused():
         try:
+            attempt = lazy_replay.attempt(ops, loss, records)
+            if attempt is True:     # (a cached program ran it)
+                return
             if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
                     and run_batched_backward(ops, records, loss):
+                if attempt is not None:
+                    attempt.refuse_graph()
                 return
-            _run(ops, loss)
+            if attempt is not None and loss._value is not None:
+                attempt.refuse()    # (the loss was computed: batched forward, then refused)
+                attempt = None
+            _run(ops, loss, attempt)
         finally:
             if records:
                 records.clear()     # (the tape's: what its units kept goes with them)
 
 
-def _run(ops: list, loss) -> None:
+def _run(ops: list, loss, attempt=None) -> None:
+    """The per-op path; with ``attempt`` (``lazy_replay``), its execution may become the
+    cached program of this graph."""
+    global _constants
     xp = loss.place.array_module()
     d = loss.desc
-    grads = {d: [xp.ones(d.shape, dtypes.to_numpy(d.dtype))]}
+    seed = xp.ones(d.shape, dtypes.to_numpy(d.dtype))
+    grads = {d: [seed]}
+    if attempt is not None:
+        _constants = attempt.constants
+        _constants[id(seed)] = (seed, "ones", d.shape, seed.dtype)
+    try:
+        _defer_all(ops, grads, xp)
+    finally:
+        _constants = None
+    leaves = grads.pop(_LEAVES)
+    if not leaves:
+        return
+    order = list(leaves)
+    targets = [_gradient(grads, d, xp) for d in order]
+    grads = None
+    if attempt is not None and xp is np:
+        values = build(attempt, targets, order, leaves)
+        if values is None:  # (the program set the gradients)
+            return
+    else:
+        values = compute(targets)
+    for d, g in zip(order, values):
+        if g is None:
+            continue
+        leaf = leaves[d]
+        total = g if leaf.grad is None else leaf.grad._value + g
+        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+
+
+_LEAVES = object()
+_constants = None   # while a program may be built: id -> (array, kind, shape, dtype) of the
+                    # constants backward makes
+
+
+def _defer_all(ops: list, grads: dict, xp) -> None:
     leaves = {}
     temps = {}
     deferrers = _deferrers
@@ -93,16 +141,7 @@ def _run(ops: list, loss) -> None:
             defer = _deferrer(h)
         defer(h, grads, temps, leaves, xp)
         del h
-    if not leaves:
-        return
-    order = list(leaves)
-    values = compute([_gradient(grads, d, xp) for d in order])
-    for d, g in zip(order, values):
-        if g is None:
-            continue
-        leaf = leaves[d]
-        total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+    grads[_LEAVES] = leaves
 
 
 def _desc(entry):
@@ -132,7 +171,10 @@ def _out_gradient(grads: dict, d, xp):
     """The gradient of forward output ``d``, zeros if none arrived."""
     if d in grads:
         return _gradient(grads, d, xp)
-    return xp.zeros(d.shape, dtypes.to_numpy(d.dtype))
+    zeros = xp.zeros(d.shape, dtypes.to_numpy(d.dtype))
+    if _constants is not None:
+        _constants[id(zeros)] = (zeros, "zeros", d.shape, zeros.dtype)
+    return zeros
 
 
 _deferrers: dict = {}

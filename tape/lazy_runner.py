@@ -48,9 +48,11 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         # no longer needs alive, and count as a reader to tape.fusion)
         "        deferred = tape.deferred",
         "        if deferred is False:",
-        "            deferred = tape.deferred = []",
-        "        op.record = (deferred, len(deferred))",
+        "            deferred = tape.deferred = Records()",
+        "        position = len(deferred)",
+        "        op.record = (deferred, position)",
         "        deferred.append(None)",
+        *_code_lines(info),
         "    made = plan.made if outputs is None else None",
         "    if made is None:",
         "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
@@ -60,6 +62,68 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "    if flags.checking:     # (names for the NaN/Inf check's message)",
         "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}",
         "    return produced"]
+    return lines
+
+
+class Records(list):
+    """A lazy tape's list of records (``Tape.deferred``: per recorded lazy op, where it ran),
+    with ``codes``, the *signature of everything recorded so far*, one flat list: per op, its
+    CallPlan (op type, attributes, input shapes, dtypes, which want gradients, place), then per
+    input the plan says is given, the record position, output slot and index of the op it
+    waits for, or None for a value it was given. Two tapes with equal codes recorded the same
+    graph, op for op and edge for edge (``tape.lazy_replay`` caches the execution of a
+    backward under them). None once an op read a pending value from off this tape, or was
+    given its outputs: the codes then name no graph."""
+
+    __slots__ = ("codes",)
+
+    def __init__(self):
+        super().__init__()
+        self.codes = []
+
+
+def _list_code(refs: list, deferred) -> tuple:
+    """The code of a slot that takes several inputs (None: one waits for an op off the
+    tape)."""
+    codes = []
+    for a in refs:
+        if type(a) is tuple:
+            r = a[0].record
+            if r is None or r[0] is not deferred:
+                return None
+            codes.append((r[1], a[1], a[2]))
+        else:
+            codes.append(None)
+    return tuple(codes)
+
+
+def _code_lines(info) -> list:
+    """Lines that add the op just recorded to ``deferred.codes`` (see ``Records``)."""
+    lines = ["        codes = deferred.codes",
+             "        if codes is not None:",
+             "            if outputs is not None:",
+             "                deferred.codes = None",
+             "            else:",
+             "                codes.append(plan)"]
+    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
+        indent = "                "
+        if dispensable:
+            lines.append(f"{indent}if a{i} is not None:")
+            indent += "    "
+        if duplicable:
+            lines += [f"{indent}c = list_code(a{i}, deferred)",
+                      f"{indent}if c is None:",
+                      f"{indent}    deferred.codes = None",
+                      f"{indent}codes.append(c)"]
+            continue
+        lines += [f"{indent}if type(a{i}) is tuple:",
+                  f"{indent}    r = a{i}[0].record",
+                  f"{indent}    if r is not None and r[0] is deferred:",
+                  f"{indent}        codes += (r[1], a{i}[1], a{i}[2])",
+                  f"{indent}    else:",
+                  f"{indent}        deferred.codes = None",
+                  f"{indent}else:",
+                  f"{indent}    codes.append(None)"]
     return lines
 
 
@@ -132,4 +196,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "DENSE_TENSOR": DENSE_TENSOR}
+             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "list_code": _list_code}

@@ -1,0 +1,226 @@
+"""Cached executions of lazy backward: the same graph recorded again reuses the whole run.
+
+A training loop records the same graph every iteration. Lazy backward's per-op path
+(``tape.lazy_backward``) then re-decides per call what the graph fixes: the prune walk, the
+grad ops, the fusion groups (``tape.fusion``), their order. Here that work is done once per
+*graph signature* and kept as a *program*: a list of kernel calls, fused loops and gradient
+sums over a table of values, that a later backward with the same signature runs after
+gathering only its leaf arrays.
+
+The signature is exact. Its parts:
+
+- the tape's codes (``lazy_runner.Records``), written as ops are recorded: every op's
+  CallPlan (op type, attributes, input shapes and dtypes, which inputs want gradients, place)
+  and the record position and output of each input it waits for, in record order; and the
+  loss's position among them;
+- the state of the graph now, read by a *walker* written out for the codes: each op of the
+  loss's graph is fetched from the op that reads it, and none may have run; the reference
+  count of every op and of every ref to one of its outputs (a Variable the user still holds, a
+  handle keeping a value for a gradient, a second ref: anything that decides what a group
+  stores and which results are kept shows there);
+- which of the gathered arrays are the same array (the leaves the forward ops read, the values
+  the handles keep), and which handle entries are the same Variable and leaves.
+
+A program is made only where it runs exactly what the per-op path runs: a graph on which the
+batched backward (``tape.batched_backward``) does not apply, and no two ops (or groups) that
+could run as one batch (the same batching signature, neither depending on the other), so that
+each kernel call, loop and sum is the per-op path's, on the same inputs. The first backward of
+a signature runs the per-op path; the second builds the program from that path's grad ops and
+groups and runs it; later ones only run it. Arrays too small for fusion to pay when groups are
+found per call (``fusion_steps.MIN_ELEMENTS``) join groups in a program, where the groups are
+found once (``exp``, ``log``, ``tanh`` and ``sigmoid`` stay out there, as they do by default,
+so results stay bit for bit those of the per-op path).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import flags as _flags
+from .pending import LazyOp
+from .variable import Variable
+
+_MISSING = object()
+_entries: dict = {}     # (tape codes, loss position, output, index) -> _Entry, or None
+_MAX_ENTRIES = 256
+_seen: set = set()      # hashes of the signatures backward has seen once
+_MAX_SEEN = 4096
+# Graphs up to about 2,000 ops: a walker is one written-out line or two per op and edge, and
+# Python compiles a function of tens of thousands of lines in seconds (7,800 ops: 19 s); the
+# larger graphs of many samples per tape go by their forward batches (tape.batched_backward)
+_MAX_CODES = 8192
+_MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
+replays = 0             # backwards a cached program ran (tests check reuse)
+
+
+class _Entry:
+    """What one graph signature's executions share: its walker, its programs by state."""
+
+    __slots__ = ("walk", "positions", "programs")
+
+    def __init__(self):
+        self.walk = None
+        self.positions = None   # the walker's ops' record positions, in its order
+        self.programs = {}      # state -> _Program, or None: the per-op path runs
+
+
+class Attempt:
+    """A backward that no program serves yet; ``lazy_backward`` runs the per-op path and asks
+    it, once the grad ops are deferred, to build a program (``build``)."""
+
+    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants")
+
+    def __init__(self, signature, entry, state, arrays, entries):
+        self.signature = signature
+        self.entry = entry
+        self.state = state
+        self.arrays = arrays
+        self.entries = entries
+        self.positions = {}
+        self.constants = {}     # id(array) -> (array, "ones" or "zeros", shape, dtype)
+
+    def refuse(self) -> None:
+        """No program for this state: the per-op path runs for it from now on."""
+        programs = self.entry.programs
+        if len(programs) < _MAX_PROGRAMS:
+            programs[self.state] = None
+
+    def refuse_graph(self) -> None:
+        """No program for this graph in any state (its backward goes by the forward batches,
+        ``tape.batched_backward``): not even its walker runs from now on."""
+        if self.signature in _entries:
+            _entries[self.signature] = None
+
+
+def attempt(handles: list, loss, records):
+    """Backward of ``loss`` over ``handles`` by a cached program: True if it ran; else None,
+    or an ``Attempt`` when a program may be built for this backward."""
+    flags = _flags.flags
+    codes = getattr(records, "codes", None)
+    ref = getattr(loss, "_lazy", None)     # (a slot eager Variables never set)
+    if codes is None or ref is None or len(records) != len(handles) or \
+            flags["FLAGS_check_nan_inf"] or not flags["FLAGS_lazy_batching"] or \
+            not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
+        return None
+    record = ref[0].record
+    if record is None or record[0] is not records or len(codes) > _MAX_CODES:
+        return None
+    signature = (tuple(codes), record[1], ref[1], ref[2])
+    entry = _entries.get(signature, _MISSING)
+    if entry is _MISSING:
+        # a graph recorded once is not worth a walker: its first backward leaves only its
+        # signature's hash (a graph of thousands of ops is a long signature)
+        number = hash(signature)
+        if number not in _seen:
+            if len(_seen) >= _MAX_SEEN:
+                _seen.clear()
+            _seen.add(number)
+            return None
+        if len(_entries) >= _MAX_ENTRIES:
+            _entries.clear()
+        entry = _entries[signature] = _Entry()
+    if entry is None:
+        return None
+    if entry.walk is None:
+        if not _new_walker(entry, ref[0], records):
+            _entries[signature] = None
+            return None
+    found = entry.walk(ref[0], handles)
+    if found is None:
+        return None
+    ops, arrays, entries, counts = found
+    found = None
+    state = (counts, _pattern(arrays, entries))
+    program = entry.programs.get(state, _MISSING)
+    if program is _MISSING:
+        if len(entry.programs) >= _MAX_PROGRAMS:
+            return None
+        ops = None      # (nothing may hold the ops while the per-op path groups them)
+        return Attempt(signature, entry, state, arrays, entries)
+    if program is None:
+        return None
+    global replays
+    replays += 1
+    handles.clear()
+    program.run(ops, arrays, entries)
+    return True
+
+
+def _pattern(arrays: tuple, entries: tuple) -> tuple:
+    """Which gathered arrays (the forward ops' leaves, then the values of the handle entries
+    beside them) are one array, and which handle entries are one Variable and a leaf: per
+    item, the position of its first occurrence."""
+    first = {}
+    shared = [first.setdefault(id(a), k) for k, a in enumerate(arrays)]
+    count = len(arrays)
+    shared += [first.setdefault(id(e._value), count + k) if type(e) is Variable else -1
+               for k, e in enumerate(entries)]
+    first.clear()
+    variables = [(first.setdefault(id(e), k), type(e) is Variable and e._tape == 0)
+                 for k, e in enumerate(entries)]
+    return tuple(shared), tuple(variables)
+
+
+# ---- the walker ----
+
+def _new_walker(entry, loss_op, records) -> bool:
+    """Write out ``entry.walk(loss_op, handles) -> (ops, arrays, entries, counts)`` or None
+    for the graph of ``loss_op``, as recorded (False if the graph has an op off the tape, one
+    that ran, or an input of a kind a program does not gather)."""
+    ops_at = {}         # record position -> op
+    ref_lines = {}      # (position, output, index) -> the code that fetches the ref
+    leaves = []         # (code of the array, record position, slot, index)
+    stack = [loss_op]
+    ops_at[loss_op.record[1]] = loss_op
+    while stack:
+        op = stack.pop()
+        if type(op) is not LazyOp or op.results is not None or op.record is None or \
+                op.record[0] is not records:
+            return False
+        p = op.record[1]
+        for slot, a in op.args.items():
+            listed = type(a) is list
+            for i, x in enumerate(a) if listed else ((-1, a),):
+                where = f"o{p}.args[{slot!r}]" + (f"[{i}]" if listed else "")
+                t = type(x)
+                if t is tuple:
+                    producer = x[0]
+                    record = producer.record
+                    if record is None or record[0] is not records or \
+                            type(producer) is not LazyOp:
+                        return False
+                    q = record[1]
+                    ref_lines.setdefault((q, x[1], x[2]), where)
+                    if q not in ops_at:
+                        ops_at[q] = producer
+                        stack.append(producer)
+                elif t is np.ndarray:
+                    leaves.append((where, p, slot, max(i, 0)))
+                elif x is not None:
+                    return False
+    loss_position = loss_op.record[1]
+    positions = sorted(ops_at, reverse=True)
+    refs = sorted(ref_lines, reverse=True)
+    lines = [f"def walk(o{loss_position}, hs):", "    try:"]
+    for k, (q, n, j) in enumerate(refs):
+        lines.append(f"        r{k} = {ref_lines[q, n, j]}")
+        if not any(refs[m][0] == q for m in range(k)):
+            lines.append(f"        o{q} = r{k}[0]")
+    lines += [f"        l{k} = {where}" for k, (where, *_) in enumerate(leaves)]
+    lines += [f"        e{k} = hs[{p}].inputs[{slot!r}][{i}]"
+              for k, (_, p, slot, i) in enumerate(leaves)]
+    lines += ["    except (TypeError, KeyError, IndexError):   # (an op ran: its args are gone)",
+              "        return None"]
+    lines += [f"    if o{p}.results is not None:\n        return None" for p in positions]
+    counts = [f"getrefcount(r{k})" for k in range(len(refs))] + \
+        [f"getrefcount(o{p})" for p in positions]
+    lines.append(f"    counts = ({''.join(c + ', ' for c in counts)})")
+    lines.append(f"    return ({''.join(f'o{p}, ' for p in positions)}), "
+                 f"({''.join(f'l{k}, ' for k in range(len(leaves)))}), "
+                 f"({''.join(f'e{k}, ' for k in range(len(leaves)))}), counts")
+    namespace = {"getrefcount": sys.getrefcount}
+    exec(compile("\n".join(lines), "<lazy replay walker>", "exec"), namespace)
+    entry.walk = namespace["walk"]
+    entry.positions = tuple(positions)
+    return True
