@@ -38,6 +38,13 @@ def build(attempt, targets: list, order: list, leaves: dict):
     then sets the gradients itself: None is returned), else by the scheduler, returning the
     targets' values (and ``attempt.refuse()``)."""
     needed = prune(ref[0] for ref in targets)
+    steps = _in_order(needed)
+    if steps is None or _could_batch(steps):
+        # refused before fusing: small arrays join no loop (compiling one takes seconds), and
+        # the scheduler runs the graph as the per-op path does
+        attempt.refuse()
+        batching.run_ops(needed)
+        return [read(ref) for ref in targets]
     nodes = fuse_chains(needed, small=True) if len(needed) > 1 else needed
     needed = None
     steps = _in_order(nodes)

@@ -254,3 +254,30 @@ def test_gradients_add_to_a_leaf_gradient_already_there():
     expected = twice([x_np, c_np])      # (first sighting, then a build: the per-op path's)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_graph_whose_ops_could_batch_is_refused_before_small_arrays_are_fused(monkeypatch):
+    """Two independent ops of one signature (the scheduler would batch them) keep the per-op
+    path; refusing them must not first group small arrays into loops, which only a program
+    uses and which take seconds to compile."""
+    from tape import lazy_program
+
+    smalls = []
+    real = lazy_program.fuse_chains
+
+    def spy(needed, small=False):
+        smalls.append(small)
+        return real(needed, small=small)
+
+    monkeypatch.setattr(lazy_program, "fuse_chains", spy)
+
+    def twins(x, y):
+        return ops.reduce_sum(ops.relu(x) * 2.0 + ops.relu(y) * 2.0, reduce_all=True)
+
+    values = arrays()
+    expected = per_op(twins, values)
+    before = lazy_replay.replays
+    for _ in range(3):
+        same(gradients(twins, values), expected)
+    assert lazy_replay.replays == before
+    assert not any(smalls)
