@@ -39,7 +39,9 @@ def build(attempt, targets: list, order: list, leaves: dict):
     targets' values (and ``attempt.refuse()``)."""
     needed = prune(ref[0] for ref in targets)
     steps = _in_order(needed)
-    if steps is None or _could_batch(steps):
+    refused = steps is None or _could_batch(steps)
+    steps = None    # (fusion reads the ops' reference counts: nothing else may hold them)
+    if refused:
         # refused before fusing: small arrays join no loop (compiling one takes seconds), and
         # the scheduler runs the graph as the per-op path does
         attempt.refuse()
