@@ -281,3 +281,33 @@ def test_a_graph_whose_ops_could_batch_is_refused_before_small_arrays_are_fused(
         same(gradients(twins, values), expected)
     assert lazy_replay.replays == before
     assert not any(smalls)
+
+
+def test_a_chain_program_stores_only_the_values_read_outside_its_loops(monkeypatch):
+    """Fusion stores a value when anything outside its loop holds it (reference counts), so
+    building a program must hold no op of its own: the 40 grad ops of a scale chain (none reads
+    a forward value) are one loop that stores the leaf's gradient alone (40 values when
+    something held every op)."""
+    from tape import lazy_program
+    from tape.fusion import FusedGroup
+
+    stored = []
+    real = lazy_program.fuse_chains
+
+    def spy(needed, small=False):
+        nodes = real(needed, small=small)
+        if small:
+            stored.append(sum(len(n.program[1]) for n in nodes if type(n) is FusedGroup))
+        return nodes
+
+    monkeypatch.setattr(lazy_program, "fuse_chains", spy)
+
+    def long_chain(x):
+        y = x
+        for _ in range(20):
+            y = y * 1.0001
+            y = y + 0.0001
+        return ops.reduce_sum(y, reduce_all=True)
+
+    warm(long_chain, arrays(count=1))
+    assert stored == [1]
