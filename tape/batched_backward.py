@@ -27,7 +27,6 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 from __future__ import annotations
 
 from . import dtypes
-from .backward import _counts, prepare, shape_only
 from .batch_rules import SHARED
 from .batched_grads import (
     add_rows,
@@ -38,6 +37,7 @@ from .batched_grads import (
     whole_spec,
 )
 from .desc import GRAD_SUFFIX
+from .grad_replay import _counts, prepare, shape_only
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import collector_paused, prune, read
 from .variable import Variable

@@ -33,7 +33,7 @@ class CallPlan:
     None when the outputs need the generic path (shapes that only the values tell), and
     ``made_whole`` the same, None also when a slot the op always writes is undescribed;
     ``backward`` is filled in by the first backward through the plan (its grad steps, ready to
-    run), and ``replay`` with them written out as one function (``tape.backward``). A grad op
+    run), and ``replay`` with them written out as one function (``tape.grad_replay``). A grad op
     run for a forward plan (eager backward) has no specs: its output shapes follow from the
     forward values.
     """

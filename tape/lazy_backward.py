@@ -22,9 +22,9 @@ import numpy as np
 
 from . import dtypes, lazy_replay
 from . import flags as _flags
-from .backward import _counts, argument_lines, gradient_target_lines, prepare
 from .batched_backward import run_batched_backward
 from .desc import GRAD_SUFFIX
+from .grad_replay import _counts, argument_lines, gradient_target_lines, prepare
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .lazy_program import build
 from .pending import LazyOp, ShapeOnly, collector_paused, compute, read
@@ -203,7 +203,7 @@ def _deferrer(h):
     arrived at one of the handle's outputs, then, per prepared grad step, gathers the
     GradLazyOp's arguments (forward values or refs, gradient refs, zeros, shapes), makes it,
     and files its outputs as gradient parts (or temporaries), as eager backward's written-out
-    step (``tape.backward``) does with values; last, it drops the gradients of the handle's
+    step (``tape.grad_replay``) does with values; last, it drops the gradients of the handle's
     outputs."""
     counts = _counts(h)
     prepared = h.plan.backward

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .backward import grad_op_types
+from .grad_replay import grad_op_types
 from .tape import get_global_tape
 from .variable import Variable
 
