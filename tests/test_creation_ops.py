@@ -181,7 +181,7 @@ def test_under_lazy_a_batch_following_zero_state_gives_the_eager_lstm():
     """Under tape.lazy() an op whose size its input values tell runs when it is recorded, so the
     size is known at once; the layers built on it (the LSTM's zero state) compute what they
     compute eagerly, bit for bit (fusion off: its sigmoid and tanh are libm's, which the README
-    says may differ in the last bit; tests/test_lazy_fusion.py checks those)."""
+    says may differ in the last bit; tests/lazy_fusion/ checks those)."""
     x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
     tape.set_flags({"FLAGS_lazy_fusion": False})
     try:

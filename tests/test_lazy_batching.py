@@ -18,7 +18,7 @@ from tape import Variable, batched_backward, batching, ops, units
 def kernel_calls(monkeypatch):
     """``(op type, {slot: arrays})`` of each kernel call lazy execution makes, with fusion off:
     these tests pin the scheduler's calls op by op, which fusion replaces by one loop per chain
-    (tests/test_lazy_fusion.py checks fused chains batch too)."""
+    (tests/lazy_fusion/ checks fused chains batch too)."""
     calls = []
     invoke = batching.invoke
 

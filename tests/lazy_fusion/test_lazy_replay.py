@@ -5,7 +5,6 @@ pattern, graph, held intermediate, sharing of a leaf, or an op computed before b
 run their own."""
 import numpy as np
 import pytest
-from test_lazy_fusion import kernel_calls  # noqa: F401  (the fixture: kernels and loops run)
 
 import tape
 from tape import Variable, lazy_replay, ops
