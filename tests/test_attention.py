@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from static.test_wire import needs_paddle, run_paddle
+from static.paddle_runner import needs_paddle, run_paddle
 from test_recurrent import _check_directional_derivative
 
 import tape

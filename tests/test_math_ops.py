@@ -4,7 +4,7 @@ elementwise_pow, the threshold of softplus) against live PaddlePaddle, and their
 import numpy as np
 import pytest
 from paddle_ops import needs_paddle, paddle_op_results
-from static.test_wire import paddle_predict
+from static.paddle_runner import paddle_predict
 
 import tape
 from tape import layers, ops, static

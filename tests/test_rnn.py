@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 import pytest
-from static.test_wire import needs_paddle, run_paddle
+from static.paddle_runner import needs_paddle, run_paddle
 from test_recurrent import _check_directional_derivative, _gru_step, _lstm_step
 
 import tape

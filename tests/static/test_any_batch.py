@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
-from test_wire import PREDICTOR_MODES, needs_paddle, paddle_serve
+from paddle_runner import PREDICTOR_MODES, needs_paddle, paddle_serve
 
 import tape
 import tape.static as static

@@ -3,7 +3,7 @@ and fetched with its dtype, gradients appended to the program as eager backward 
 and the saved model run by Paddle's own predictor."""
 import numpy as np
 import pytest
-from test_wire import needs_paddle, paddle_predict
+from paddle_runner import needs_paddle, paddle_predict
 
 import tape
 import tape.static as static

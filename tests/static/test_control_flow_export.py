@@ -5,8 +5,8 @@ import json
 import shutil
 
 import numpy as np
+from paddle_runner import needs_paddle, paddle_serve
 from test_control_flow import loop_then_branch, python_loop_then_branch
-from test_wire import needs_paddle, paddle_serve
 
 import tape
 from tape import layers

@@ -4,7 +4,7 @@ saved in the legacy format, run in Tape's Executor with Paddle's answers, at inp
 different trip counts and branches."""
 import numpy as np
 import pytest
-from test_wire import needs_paddle, run_paddle
+from paddle_runner import needs_paddle, run_paddle
 
 import tape
 

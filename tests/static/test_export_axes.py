@@ -2,7 +2,7 @@
 negative split axis and crashes on a negative slice axis."""
 import numpy as np
 import pytest
-from test_wire import needs_paddle, paddle_predict
+from paddle_runner import needs_paddle, paddle_predict
 
 import tape
 import tape.static as static

@@ -2,7 +2,7 @@
 ``Program.clone(for_test=True)`` set ``is_test``, so a model traced in training mode is
 exported and evaluated with dropout off and batch norm on its running statistics."""
 import numpy as np
-from test_wire import needs_paddle, paddle_predict
+from paddle_runner import needs_paddle, paddle_predict
 
 import tape
 import tape.static as static

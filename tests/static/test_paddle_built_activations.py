@@ -3,7 +3,7 @@ format, runs in Tape's Executor as in Paddle: the ops relu6, hard_swish, hard_si
 silu, mish, prelu (all and channel), elu, selu, expand_v2, tile, cumsum, index_select and
 argsort, with the attributes and slots Paddle writes for them."""
 import numpy as np
-from test_wire import needs_paddle, run_paddle
+from paddle_runner import needs_paddle, run_paddle
 
 from tape import static
 

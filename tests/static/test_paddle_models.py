@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from test_wire import needs_paddle
+from paddle_runner import needs_paddle
 
 import tape.static as static
 from tape.registry import REGISTRY

@@ -3,7 +3,7 @@ save_inference_model, then run by Tape's Executor and by Paddle's predictor, whi
 eager output."""
 import numpy as np
 import pytest
-from test_wire import needs_paddle, paddle_predict
+from paddle_runner import needs_paddle, paddle_predict
 
 import tape
 import tape.static as static

@@ -1,20 +1,16 @@
 """ProgramDesc on the wire: Paddle's field numbers, round trips, attribute types, bad bytes, and
 (when PaddlePaddle is installed) Paddle loading what Tape writes and Tape reading what Paddle
 writes."""
-import importlib.util
-import json
-import os
 import pathlib
 import re
 import subprocess
 import sys
-import tempfile
-import textwrap
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from paddle_runner import needs_paddle, paddle_predict
 
 import tape
 from tape import desc as D
@@ -24,8 +20,6 @@ from tape import wire as W
 from tape.attribute import BLOCK, BLOCKS, BOOLEANS, FLOATS, INT, INTS, LONG, LONGS, STRINGS
 
 SHARED = pathlib.Path(__file__).resolve().parents[3] / "shared" / "reference" / "paddle"
-HAS_PADDLE = importlib.util.find_spec("paddle") is not None
-needs_paddle = pytest.mark.skipif(not HAS_PADDLE, reason="paddlepaddle is not installed")
 
 
 def mlp_program():
@@ -361,44 +355,6 @@ def test_parse_wants_bytes():
 
 # ---- real PaddlePaddle ----
 
-def run_paddle(script: str, *args) -> None:
-    """Run ``script`` in a fresh interpreter with Paddle in legacy (ProgramDesc) mode."""
-    env = {**os.environ, "FLAGS_enable_pir_api": "0", "GLOG_minloglevel": "3"}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-@needs_paddle
-def test_paddle_descriptors_match():
-    """Paddle's own module and ours: the same messages, fields (name, number, label, type) and
-    enum values, all the way down."""
-    run_paddle("""
-        from paddle.base.proto import framework_pb2 as theirs
-        from tape import framework_pb2 as ours
-
-        def fields(d):
-            return {f.number: (f.name, f.is_required, f.is_repeated, f.type) for f in d.fields}
-
-        def enums(d):
-            return {name: {v.name: v.number for v in e.values}
-                    for name, e in d.enum_types_by_name.items()}
-
-        def same(a, b, path):
-            assert fields(a) == fields(b), path
-            assert enums(a) == enums(b), path
-            assert set(a.nested_types_by_name) == set(b.nested_types_by_name), path
-            for name, nested in a.nested_types_by_name.items():
-                same(nested, b.nested_types_by_name[name], f"{path}.{name}")
-
-        mine, paddles = ours.DESCRIPTOR, theirs.DESCRIPTOR
-        assert set(mine.message_types_by_name) == set(paddles.message_types_by_name)
-        for name, message in paddles.message_types_by_name.items():
-            same(message, mine.message_types_by_name[name], name)
-        assert enums(mine) == enums(paddles)
-    """)
-
-
 @needs_paddle
 def test_paddle_inference_runs_a_tape_program(tmp_path):
     rng = np.random.default_rng(0)
@@ -411,119 +367,3 @@ def test_paddle_inference_runs_a_tape_program(tmp_path):
     expected = np.exp(z - z.max(1, keepdims=True))
     expected /= expected.sum(1, keepdims=True)
     np.testing.assert_allclose(paddle_predict(tmp_path, x), expected, rtol=0, atol=1e-6)
-
-
-def paddle_predict(dirname, x: np.ndarray) -> np.ndarray:
-    """The first output of Paddle's inference predictor on the model saved in ``dirname``
-    (model.pdmodel + model.pdiparams), fed ``x`` as its first input."""
-    np.savez(dirname / "feeds.npz", x)
-    paddle_serve([dirname])
-    report = json.loads((dirname / "paddle.json").read_text())
-    assert report["default"] == "ok", report["default"]
-    return np.load(dirname / "default.npz")["arr_0"]
-
-
-# Paddle's predictor as users get it (IR passes and oneDNN kernels on), without oneDNN, and
-# without IR passes
-PREDICTOR_MODES = {"default": {}, "no_onednn": {"onednn": False},
-                   "no_ir_optim": {"ir_optim": False, "onednn": False}}
-
-_SERVE = """
-    import faulthandler, json, os, sys, traceback
-    import numpy as np
-    import paddle.inference as pi
-
-    def serve(d, ir_optim=True, onednn=True):
-        config = pi.Config(d + "/model.pdmodel", d + "/model.pdiparams")
-        config.disable_gpu()
-        config.disable_glog_info()
-        config.switch_ir_optim(ir_optim)
-        if not onednn:
-            config.disable_mkldnn()
-        predictor = pi.create_predictor(config)
-        feeds = np.load(d + "/feeds.npz")
-        for name, key in zip(predictor.get_input_names(), feeds.files):
-            predictor.get_input_handle(name).copy_from_cpu(feeds[key])
-        predictor.run()
-        return [predictor.get_output_handle(n).copy_to_cpu()
-                for n in predictor.get_output_names()]
-
-    modes, hang = json.loads(sys.argv[2]), int(sys.argv[3])
-    for d in json.load(open(sys.argv[1])):
-        path = d + "/paddle.json"
-        report = json.load(open(path)) if os.path.exists(path) else {}
-        for mode, options in modes.items():
-            if mode in report:   # set before a try: the process died in it
-                continue
-            report[mode] = "crashed or hung: the process died"
-            json.dump(report, open(path, "w"))
-            faulthandler.dump_traceback_later(hang, exit=True)
-            try:
-                np.savez(d + f"/{mode}.npz", *serve(d, **options))
-                report[mode] = "ok"
-            except Exception as e:
-                report[mode] = "".join(traceback.format_exception_only(e))[-1500:]
-            faulthandler.cancel_dump_traceback_later()
-            json.dump(report, open(path, "w"))
-"""
-
-
-def paddle_serve(dirs, modes=("default",), hang_seconds: int = 20) -> None:
-    """Serve each model saved in ``dirs`` with Paddle's inference predictor in each of
-    ``modes`` (PREDICTOR_MODES), all in one process: fed the arrays of ``feeds.npz`` in input
-    order, it writes ``<mode>.npz`` (the outputs, in order) and ``paddle.json`` ({mode: "ok" or
-    the error}) beside the model. A model that crashes or hangs the process is reported so,
-    and a new process goes on with the rest."""
-    reports = [pathlib.Path(d) / "paddle.json" for d in dirs]
-    for r in reports:
-        r.unlink(missing_ok=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump([str(d) for d in dirs], f)
-    tried = 0
-    try:
-        while True:
-            try:
-                run_paddle(_SERVE, f.name, json.dumps({m: PREDICTOR_MODES[m] for m in modes}),
-                           hang_seconds)
-                return
-            except AssertionError:   # a model killed the process (its report says so)...
-                before, tried = tried, sum(len(json.loads(r.read_text())) for r in reports
-                                           if r.exists())
-                if tried == before:
-                    raise            # ...or the process died before trying one more
-    finally:
-        os.unlink(f.name)
-
-
-@needs_paddle
-def test_tape_reads_what_paddle_saves(tmp_path):
-    run_paddle("""
-        import sys, numpy as np, paddle
-        paddle.enable_static()
-        d = sys.argv[1]
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [-1, 4], "float32")
-            y = paddle.nn.functional.softmax(paddle.static.nn.fc(x, 3, activation="relu"))
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(startup)
-        paddle.static.save_inference_model(d + "/model", [x], [y], exe, program=main)
-        scope = paddle.static.global_scope()
-        np.savez(d + "/params.npz", **{p.name: np.array(scope.find_var(p.name).get_tensor())
-                                       for p in main.all_parameters()})
-    """, tmp_path)
-    data = (tmp_path / "model.pdmodel").read_bytes()
-    program = D.ProgramDesc.parse_from_string(data)
-    block = program.global_block()
-    assert [op.type for op in block.ops] == ["feed", "mul", "elementwise_add", "relu", "softmax",
-                                             "fetch"]
-    names = sorted(n for n, v in block.vars.items() if v.persistable and v.type == D.DENSE_TENSOR)
-    expected = [(n, block.vars[n].shape, block.vars[n].dtype) for n in names]
-    loaded = params.load_params(tmp_path / "model.pdiparams", expected)
-    saved = np.load(tmp_path / "params.npz")
-    assert sorted(saved.files) == names
-    for n in names:
-        np.testing.assert_array_equal(loaded[n], saved[n])
-    rewritten = tmp_path / "again.pdiparams"
-    params.save_params(rewritten, loaded)
-    assert rewritten.read_bytes() == (tmp_path / "model.pdiparams").read_bytes()
