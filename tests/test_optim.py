@@ -1,17 +1,15 @@
-"""optim: Momentum, Adam, AdamW against numpy and PyTorch over several steps; schedulers;
-gradient clipping; the optimizer's state_dict."""
-import math
+"""optim: Momentum, Adam, AdamW against numpy and PyTorch over several steps; gradient
+clipping; the optimizer's state_dict (schedulers: test_lr_schedulers.py; the update ops' own
+checks: test_update_ops.py)."""
 
 import numpy as np
 import pytest
 
 import tape
-from tape import layers, optim
+from tape import layers
 from tape.optim.adam import Adam, AdamW
 from tape.optim.clip import clip_grad_norm, clip_grad_value
-from tape.optim.lr_scheduler import CosineAnnealing, LinearWarmup, StepDecay
 from tape.optim.momentum import Momentum
-from tape.testing import run_op
 
 STEPS = 6
 SHAPES = [(3, 4), (4,)]
@@ -208,78 +206,6 @@ def test_optimizers_train_a_model():
         assert losses[-1] < 0.5 * losses[0], (type(opt).__name__, losses)
 
 
-# ---- learning-rate schedulers ----
-
-def _rates(scheduler, steps):
-    rates = [scheduler.optimizer.learning_rate]
-    for _ in range(steps - 1):
-        scheduler.step()
-        rates.append(scheduler.optimizer.learning_rate)
-    return rates
-
-
-def test_step_decay():
-    assert _rates(StepDecay(optim.SGD(1.0), step_size=3, gamma=0.5), 8) == \
-        [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
-
-
-def test_cosine_annealing():
-    rates = _rates(CosineAnnealing(optim.SGD(1.0), T_max=4, eta_min=0.1), 9)
-    want = [0.1 + 0.9 * (1 + math.cos(math.pi * t / 4)) / 2 for t in range(9)]
-    np.testing.assert_allclose(rates, want, rtol=1e-15)
-    assert rates[4] == pytest.approx(0.1) and rates[8] == pytest.approx(1.0)
-
-
-def test_linear_warmup_then_constant_or_another_schedule():
-    constant = _rates(LinearWarmup(optim.SGD(1.0), 4, start_lr=0.0, end_lr=0.2), 6)
-    np.testing.assert_allclose(constant, [0.0, 0.05, 0.1, 0.15, 0.2, 0.2])
-    opt = optim.SGD(0.2)
-    warm = LinearWarmup(opt, 2, start_lr=0.0, end_lr=0.2, after=StepDecay(opt, 2, gamma=0.5))
-    np.testing.assert_allclose(_rates(warm, 7), [0.0, 0.1, 0.2, 0.2, 0.1, 0.1, 0.05])
-
-
-@pytest.mark.parametrize("make, torch_make", [
-    (lambda o: StepDecay(o, 3, 0.5), lambda t, o: t.optim.lr_scheduler.StepLR(o, 3, 0.5)),
-    (lambda o: CosineAnnealing(o, 5, 0.01),
-     lambda t, o: t.optim.lr_scheduler.CosineAnnealingLR(o, 5, 0.01))])
-def test_schedules_match_torch(make, torch_make):
-    torch = pytest.importorskip("torch")
-    torch_opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.3)
-    torch_sched = torch_make(torch, torch_opt)
-    want = []
-    for _ in range(12):
-        want.append(torch_opt.param_groups[0]["lr"])
-        torch_opt.step()
-        torch_sched.step()
-    np.testing.assert_allclose(_rates(make(optim.SGD(0.3)), 12), want, rtol=1e-12)
-
-
-def test_scheduler_state_round_trip():
-    opt = optim.SGD(1.0)
-    warm = LinearWarmup(opt, 3, 0.0, 1.0, after=CosineAnnealing(opt, T_max=10))
-    for _ in range(5):
-        warm.step()
-    state = warm.state_dict()
-    assert state == {"last_epoch": 5, "base_lr": 1.0, "after.last_epoch": 0, "after.base_lr": 1.0}
-    other_opt = optim.SGD(0.5)
-    other = LinearWarmup(other_opt, 3, 0.0, 1.0, after=CosineAnnealing(other_opt, T_max=10))
-    other.load_state_dict({k: np.asarray(v) for k, v in state.items()})   # as load() gives
-    assert other_opt.learning_rate == opt.learning_rate
-    warm.step()
-    other.step()
-    assert other_opt.learning_rate == opt.learning_rate
-    with pytest.raises(tape.InvalidArgumentError, match="missing key.*after.base_lr"):
-        other.load_state_dict({"last_epoch": 1, "base_lr": 1.0, "after.last_epoch": 0})
-
-
-@pytest.mark.parametrize("make, message", [
-    (lambda o: StepDecay(o, 0), "step_size"), (lambda o: CosineAnnealing(o, 2.5), "T_max"),
-    (lambda o: LinearWarmup(o, 2, 0.0, 1.0, after=StepDecay(optim.SGD(1.0), 2)), "same")])
-def test_scheduler_arguments_are_checked(make, message):
-    with pytest.raises(tape.InvalidArgumentError, match=message):
-        make(optim.SGD(1.0))
-
-
 # ---- gradient clipping ----
 
 def _with_grads(grads):
@@ -382,72 +308,3 @@ def test_optimizer_load_state_dict_errors():
     del adam_state[f"{name}.moment2"]
     with pytest.raises(tape.InvalidArgumentError, match=rf"missing key.*'{name}.moment2'"):
         Adam(0.1).load_state_dict(adam_state, params)
-
-
-# ---- the update ops' shape rules ----
-
-def _adam_inputs(**changes):
-    inputs = {"Param": np.ones((2, 3)), "Grad": np.ones((2, 3)), "LearningRate": np.ones(1),
-              "Moment1": np.zeros((2, 3)), "Moment2": np.zeros((2, 3)),
-              "Beta1Pow": np.full(1, 0.9), "Beta2Pow": np.full(1, 0.999)}
-    return {**inputs, **changes}
-
-
-@pytest.mark.parametrize("op, inputs, attrs, message", [
-    ("momentum", {"Param": np.ones((2, 3)), "Grad": np.ones((2, 3)), "Velocity": np.ones(3),
-                  "LearningRate": np.ones(1)}, {"mu": 0.9},
-     r"momentum: Velocity \(3,\) must have the shape of Param \(2, 3\)"),
-    ("momentum", {"Param": np.ones(3), "Grad": np.ones(3), "Velocity": np.ones(3),
-                  "LearningRate": np.ones(1)}, {"use_nesterov": True},
-     r"momentum: attribute\(s\) \['mu'\] have no default"),
-    ("adam", _adam_inputs(Moment2=np.zeros((2, 3), np.float32)), {},
-     "adam: Moment2 .* must be float64 .*Param.*, received float32"),
-    ("adam", _adam_inputs(LearningRate=np.ones(2)), {},
-     r"adam: LearningRate must hold one element, received shape \(2,\)"),
-    ("adam", _adam_inputs(Beta2Pow=np.ones((1, 2))), {},
-     r"adam: Beta2Pow must hold one element, received shape \(1, 2\)"),
-    ("adam", _adam_inputs(Moment2Max=np.zeros((2, 3))), {},
-     "adam: Moment2Max must be given exactly when amsgrad is true, received amsgrad=False "
-     "with Moment2Max given"),
-    ("adamw", _adam_inputs(), {"amsgrad": True}, "adamw: Moment2Max .* amsgrad=True with "
-     "Moment2Max missing"),
-    ("adam", _adam_inputs(MasterParam=np.ones((2, 3))), {},
-     "adam: MasterParam must be given exactly when multi_precision is true"),
-    ("adam", _adam_inputs(SkipUpdate=np.ones(1)), {},
-     "adam: input SkipUpdate .* must be bool, received float64"),
-    ("adamw", _adam_inputs(Grad=np.ones((3, 2))), {},
-     r"adamw: Grad \(3, 2\) must have the shape of Param \(2, 3\)")])
-def test_update_ops_reject_bad_inputs_before_any_kernel(op, inputs, attrs, message,
-                                                        forbid_kernels):
-    forbid_kernels(op)
-    with pytest.raises(tape.InvalidArgumentError, match=message):
-        run_op(op, inputs, attrs)
-
-
-@pytest.mark.parametrize("layout", ["contiguous", "transposed", "grad transposed"])
-@pytest.mark.parametrize("size", [(3, 4), (80, 64)])     # numpy's path, and numba's (>= 4096)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_sgd_updates_the_parameter_in_place_bit_for_bit(dtype, size, layout):
-    rng = np.random.default_rng(1)
-    param = rng.standard_normal(size).astype(dtype)
-    grad = rng.standard_normal(size).astype(dtype)
-    if layout == "transposed":
-        param, grad = param.T, grad.T
-    elif layout == "grad transposed":
-        grad = np.ascontiguousarray(grad.T).T
-    lr = np.array([0.1], np.float32)
-    expected = param - dtype(lr.item()) * grad
-    out = run_op("sgd", {"Param": param, "LearningRate": lr, "Grad": grad})["ParamOut"][0]
-    np.testing.assert_array_equal(out.value(), expected)
-
-
-def test_sgd_on_a_float16_master_param_updates_both():
-    rng = np.random.default_rng(2)
-    master = rng.standard_normal(8).astype(np.float32)
-    grad = rng.standard_normal(8).astype(np.float16)
-    lr = np.array([0.5], np.float32)
-    expected = master - np.float32(0.5) * grad.astype(np.float32)
-    outs = run_op("sgd", {"Param": master.astype(np.float16), "LearningRate": lr, "Grad": grad,
-                          "MasterParam": master}, {"multi_precision": True})
-    np.testing.assert_array_equal(outs["MasterParamOut"][0].value(), expected)
-    np.testing.assert_array_equal(outs["ParamOut"][0].value(), expected.astype(np.float16))
