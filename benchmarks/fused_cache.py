@@ -30,27 +30,13 @@ WORKLOADS = ("chain", "forest", "lm_16")
 
 def iteration(which: str):
     """One lazy iteration of ``which`` (a function), made in this process."""
-    import tape
     if which == "chain":
         import per_op
+
+        import tape
         return per_op.tape_lazy_functions(tape)[1]
-    import dynamic_models as models
-    import numpy as np
-
-    import tape.layers  # noqa: F401  (the models use them)
-    import tape.optim
-    samples, build = {"forest": (models.forest_samples, models.forest_tape),
-                      "lm_16": (models.char_batch_samples, models.char_lm_16_tape)}[which]
-    tape.seed(0)
-    params, (loss_of,) = build(tape, samples(np.random.default_rng(0)))
-    sgd = tape.optim.SGD(learning_rate=models.LEARNING_RATE)
-
-    def step():
-        with tape.lazy():
-            tape.reset_global_tape()
-            loss_of().backward()
-        sgd(params)
-    return step
+    import lazy_steps
+    return lazy_steps.training(which, warm_up=0)
 
 
 def child(which: str, steps: int) -> None:
