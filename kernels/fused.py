@@ -101,6 +101,8 @@ def _compile(program: tuple, dtype, inputs: int):
         try:
             _compile_signature(numba, loop, signature)
         except Exception as error:
+            if sum(loop.stats.cache_misses.values()):
+                raise   # (numba found no cache entry and compiled: the error is the compiler's)
             # a cache entry that does not load (truncated, written by something else): numba
             # reads its index and data files without a check of its own
             warnings.warn(f"tape: the cached fused loop {name} in {loop.stats.cache_path} "

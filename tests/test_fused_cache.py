@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -157,3 +158,16 @@ def test_without_a_writable_directory_loops_compile_in_memory(monkeypatch):
     assert (fused.compilations, fused.cache_loads) == (compiled + 1, loaded)
     loop, = fused._loops.values()
     assert loop.py_func.__code__.co_filename.startswith("<fused group")   # (no file)
+
+
+def test_a_compile_error_is_raised_as_it_is(monkeypatch, tmp_path):
+    """Only a cache entry that fails to load is compiled again; a loop numba cannot compile
+    fails with numba's error."""
+    monkeypatch.setattr(fused, "_directory", str(tmp_path))
+    monkeypatch.setattr(fused, "_loops", {})
+    program = ((("no_such_formula", (("in", 0),), 0, ()),), (("v", 0),))
+    a = np.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "did not load" warning)
+        with pytest.raises(AttributeError, match="no attribute 'no_such_formula'"):
+            fused.run_group(program, np.float64, [a], [np.empty(3)], np.empty(0))
