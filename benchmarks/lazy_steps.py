@@ -25,9 +25,9 @@ BUILDS = {"forest": (models.forest_samples, models.forest_tape),
           "lm_batch": (models.char_batch_samples, models.char_lm_batch_tape)}
 
 
-def training(which: str):
+def training(which: str, warm_up: int = 3):
     """``step()`` of one lazy training step of workload ``which``: returns its record,
-    execute and SGD CPU seconds."""
+    execute and SGD CPU seconds. ``warm_up`` steps run first."""
     import tape
     import tape.layers  # noqa: F401  (the models use them)
     import tape.optim
@@ -47,7 +47,7 @@ def training(which: str):
         sgd(params)
         return recorded - start, executed - recorded, time.process_time() - executed
 
-    for _ in range(3):
+    for _ in range(warm_up):
         step()
     return step
 
