@@ -24,18 +24,47 @@ def _outer(a, b, zero, out):
     return out
 
 
+@njit
+def _add_outer(a, b, zero, out):
+    # out + (a * b + 0): what adding ``_outer``'s product to ``out`` gives, bit for bit
+    for i in range(a.size):
+        for j in range(b.size):
+            out[i, j] += a[i] * b[j] + zero
+    return out
+
+
 # Outer products of at least this many elements run in the numba loop.
 OUTER_NUMBA_FROM = 1024
 
 
-def _matmul(a, b):
-    """``a @ b``, with a large enough outer product (2-D, inner size 1) in one numba loop."""
+def _numba_outer(a, b) -> bool:
+    """Whether ``a @ b`` is an outer product (2-D, inner size 1) large enough for the numba
+    loop, on host arrays."""
     # cheapest test first: this runs for every product of every matmul gradient
-    if (a.shape[-1] == 1 and a.ndim == 2 == b.ndim and a.shape[0] * b.shape[1] >= OUTER_NUMBA_FROM
-            and a.dtype == b.dtype):
+    return (a.shape[-1] == 1 and a.ndim == 2 == b.ndim
+            and a.shape[0] * b.shape[1] >= OUTER_NUMBA_FROM and a.dtype == b.dtype
+            and type(a) is np.ndarray and type(b) is np.ndarray)
+
+
+def _matmul(a, b):
+    """``a @ b``, with a large enough outer product in one numba loop."""
+    if _numba_outer(a, b):
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)
         return _outer(a.reshape(-1), b.reshape(-1), a.dtype.type(0), out)
     return a @ b
+
+
+def _matmul_added(target, a, b):
+    """``target += a @ b`` in place, returning None, where ``_matmul`` runs the numba outer
+    product and ``target`` (or None) is a C-contiguous host array of its shape and dtype: one
+    pass, no temporary (a Tree-LSTM's weight gradient gets one outer product per node). Else
+    ``_matmul(a, b)``, for the caller to add."""
+    if (target is not None and _numba_outer(a, b) and type(target) is np.ndarray
+            and target.shape == (a.shape[0], b.shape[1]) and target.dtype == a.dtype
+            and target.flags.c_contiguous and target.flags.writeable):
+        _add_outer(a.reshape(-1), b.reshape(-1), a.dtype.type(0), target)
+        return None
+    return _matmul(a, b)
 
 
 def _flatten(a, num_col_dims):
@@ -67,6 +96,22 @@ def mul_grad(X, Y, dOut, x_num_col_dims, y_num_col_dims, wants):
     dx = _matmul(dout, y.T).reshape(X.shape) if "X@GRAD" in wants else None
     dy = _matmul(x.T, dout).reshape(Y.shape) if "Y@GRAD" in wants else None
     return dx, dy
+
+
+_ONLY_DX = {True: ("X@GRAD",), False: ()}
+
+
+def mul_grad_into(targets, X, Y, dOut, x_num_col_dims, y_num_col_dims, wants):
+    """``mul_grad`` with Y@GRAD added into ``targets[1]`` in place (then returned as None)
+    where it is a large outer product (batch 1; ``_matmul_added``)."""
+    if targets[1] is None or "Y@GRAD" not in wants or \
+            not _matrices(X, Y, x_num_col_dims, y_num_col_dims):
+        return mul_grad(X, Y, dOut, x_num_col_dims, y_num_col_dims, wants)
+    dx, _ = mul_grad(X, Y, dOut, 1, 1, _ONLY_DX["X@GRAD" in wants])
+    return dx, _matmul_added(targets[1], X.T, dOut)
+
+
+mul_grad.add_into = mul_grad_into
 
 
 def _swap(a):
@@ -102,6 +147,20 @@ def matmul_v2_grad(X, Y, dOut, trans_x, trans_y, wants):
             dy = _matmul(x if trans_x else _swap(x), g)
         dy = unbroadcast(dy, Y.shape, y.shape)
     return dx, dy
+
+
+def matmul_v2_grad_into(targets, X, Y, dOut, trans_x, trans_y, wants):
+    """``matmul_v2_grad`` with Y@GRAD added into ``targets[1]`` in place (then returned as
+    None) where it is a large outer product of matrices (batch 1, as LSTMCell's
+    ``x @ w.T``; ``_matmul_added``)."""
+    if targets[1] is None or "Y@GRAD" not in wants or X.ndim != 2 or Y.ndim != 2 or trans_x:
+        return matmul_v2_grad(X, Y, dOut, trans_x, trans_y, wants)
+    dx, _ = matmul_v2_grad(X, Y, dOut, trans_x, trans_y, _ONLY_DX["X@GRAD" in wants])
+    # the operands matmul_v2_grad multiplies for dY (its unbroadcast changes nothing here)
+    return dx, _matmul_added(targets[1], *((_swap(dOut), X) if trans_y else (_swap(X), dOut)))
+
+
+matmul_v2_grad.add_into = matmul_v2_grad_into
 
 
 @kernel("scale", types=(*FLOAT_TYPES, dtypes.INT32, dtypes.INT64))

@@ -58,10 +58,11 @@ def _sgd_loop(param, grad, lr):
 
 
 def _sgd_fused(param, grad, lr):
+    """``param -= lr * grad`` in place, on C-contiguous arrays of one shape."""
     if param.size < SGD_NUMBA_FROM:
         np.subtract(param, lr * grad, out=param)     # formulas.sgd, bit for bit
     else:
-        _sgd_loop(param, grad, lr)
+        _sgd_loop(param.reshape(-1), grad.reshape(-1), lr)
 
 
 @kernel("sgd", types=dtypes.FLOATING)
@@ -72,7 +73,7 @@ def sgd(Param, LearningRate, Grad, MasterParam):
         dtype = Param.dtype
         if dtype == Grad.dtype and dtype.itemsize >= 4 and Param.flags.c_contiguous \
                 and Grad.flags.c_contiguous:
-            _sgd_fused(Param.reshape(-1), Grad.reshape(-1), dtype.type(LearningRate.item()))
+            _sgd_fused(Param, Grad, dtype.type(LearningRate.item()))
             return Param, None
     source = Param if MasterParam is None else MasterParam
     dtype = _compute_dtype(source)

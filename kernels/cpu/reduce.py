@@ -16,7 +16,10 @@ def mean(X):
 
 @kernel("mean_grad")
 def mean_grad(X, dOut):
-    return np.full(X.shape, dOut / max(X.size, 1), X.dtype)
+    # np.full's arithmetic without its Python wrapper: 1.3 against 2.0 us at (64, 1)
+    dx = np.empty(X.shape, X.dtype)
+    dx.fill(dOut / max(X.size, 1))
+    return dx
 
 
 def _axes(dim, reduce_all, ndim):

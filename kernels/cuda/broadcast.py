@@ -9,7 +9,7 @@ temporary and a pass. Other reductions are the array module's ``sum``.
 from numba import cuda
 
 from ..cpu import broadcast as cpu
-from .device import launch, on_device
+from .device import DEVICE, launch, on_device
 
 
 @cuda.jit
@@ -32,7 +32,8 @@ def _sum_rows_of_product_kernel(a, b, out):
         out[j] = total
 
 
-def _sum_rows(g, out):
+def _sum_rows(g):
+    out = DEVICE.empty(g.shape[1], g.dtype)
     launch(_sum_rows_kernel, out.size, g, out)
     return out
 

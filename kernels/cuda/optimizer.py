@@ -44,7 +44,7 @@ def _adam_kernel(param, grad, moment1, moment2, moment2_max, beta1, rest1, beta2
 
 
 def _sgd_fused(param, grad, lr):
-    launch(_sgd_kernel, param.size, param, grad, lr)
+    launch(_sgd_kernel, param.size, param.reshape(-1), grad.reshape(-1), lr)
 
 
 def _momentum_fused(param, grad, velocity, lr, mu, l2, rescale, nesterov):
