@@ -45,30 +45,40 @@ from .variable import Variable
 
 def run_batched_backward(handles: list, records: list, loss) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
-    ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
-    gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
-    False, having changed nothing but computing the loss, where it does not apply (where the
-    forward does not batch, it also drops ``records``: the per-op path makes no units)."""
+    ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
+    did not run or wants no gradient): the loss computed (running the forward ops), then the
+    grad steps unit by unit. False, having changed nothing but computing the loss, where it
+    does not apply (where the forward does not batch, it also drops ``records``: the per-op
+    path makes no units)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     if not _forward_batches(loss, batching):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
-    seed = _seed(handles, records, loss)
-    if seed is None:
-        return False
     units = []
     try:
-        for h, record in zip(handles, records):
-            if record is None:
+        for h, entry in zip(handles, records):
+            if entry is None:
                 continue
-            unit, row = record
-            hs = unit.handles
-            if hs is None:
-                if unit.sources is None:
-                    return False
-                hs = unit.handles = [None] * unit.size
-                units.append(unit)
-            hs[row] = h
+            if type(entry) is tuple:
+                unit, row = entry
+                hs = unit.handles
+                if hs is None:
+                    if unit.sources is None:
+                        return False
+                    hs = unit.handles = [None] * unit.size
+                    units.append(unit)
+                hs[row] = h
+            else:   # (the unit itself: its rows in turn, ``units._place``)
+                hs = entry.handles
+                if hs is None:
+                    if entry.sources is None:
+                        return False
+                    hs = entry.handles = []
+                    units.append(entry)
+                hs.append(h)
+        seed = _seed(handles, records, loss)
+        if seed is None:
+            return False
         if len(units) * 2 > len(handles):
             return False    # (a loss computed before, by ops that did not batch)
         for unit in units:
@@ -159,15 +169,19 @@ def _release(unit) -> None:
 
 def _seed(handles: list, records: list, loss):
     """``(unit, output slot index, index, row)`` of the loss, from the last handle that
-    produced it; None if no lazy op with a unit did."""
+    produced it (the units' ``handles`` filled); None if no lazy op with a unit did."""
     d = loss.desc
-    for h, record in zip(reversed(handles), reversed(records)):
+    for h, entry in zip(reversed(handles), reversed(records)):
         for slot, entries in h.outputs.items():
             for j, e in enumerate(entries):
                 if (e.desc if type(e) is Variable else e) is d:
-                    if record is None:
+                    if entry is None:
                         return None
-                    unit, row = record
+                    if type(entry) is tuple:
+                        unit, row = entry
+                    else:
+                        unit = entry
+                        row = next(r for r, x in enumerate(unit.handles) if x is h)
                     k = output_index(unit.plan, slot)
                     return unit, k, j if unit.plan.outputs[k][1] else -1, row
     return None
