@@ -21,9 +21,10 @@ from __future__ import annotations
 import operator
 
 from . import flags as _flags
+from . import fusion_steps
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
-from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
+from .batch_rules import SHARED, STACK, rule_of, stacked_plan
 from .dispatch import invoke
 from .fusion import FusedGroup, fuse_chains, run_chains
 from .pending import LazyOp, ShapeOnly, arrays_of, read
@@ -35,16 +36,28 @@ def run_ops(needed: list) -> None:
     when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
     on, each chain ``tape.fusion`` finds among them runs as one loop."""
     flags = _flags.flags
-    if len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]:
-        needed = fuse_chains(needed)
+    fusion = len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]
     if len(needed) == 1 or not flags["FLAGS_lazy_batching"]:
+        if fusion:
+            needed = fuse_chains(needed)
         needed.sort(key=_record_order)
         for op in needed:
             op.users = None
             run_one(op)
         return
+    agenda = Agenda(needed)
+    # Looking for chains costs a few µs of Python per op (``fusion.fuse_chains``); the
+    # agenda's pass over the ops tells whether any could join one, so that an execution of
+    # small arrays (every Tree-LSTM and LM step) skips the search
+    if fusion and agenda.may_fuse:
+        fused = fuse_chains(needed)
+        if fused is needed:     # (no group: the same ops, maybe in another order)
+            agenda.first = [i for i, op in enumerate(needed) if not op.waiting]
+        else:
+            needed = fused
+            agenda = Agenda(needed)
     try:
-        Agenda(needed).run()
+        agenda.run()
     except BaseException:
         for op in needed:
             if op.results is not None:
@@ -103,51 +116,58 @@ class Agenda:
     """
 
     def __init__(self, needed: list):
-        # ``needed`` carries ``waiting`` and ``users`` (``pending.prune``); ``sig`` is set here
+        """Each op of ``needed`` (with ``waiting`` and ``users``, ``pending.prune``) gets its
+        ``sig`` (None: no batch rule, it runs alone), counted in ``left``. Holds no op: until
+        ``run``, ``fusion.fuse_chains`` may count the references to them."""
         self.left = left = {}               # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.alone = []                     # ready ops nothing can join
-        rules = rule_cache
+        # whether an op of ``needed`` could join a fused chain (``fusion_steps.node``)
+        may_fuse = False
+        entries = _entries
+        min_elements = fusion_steps.MIN_ELEMENTS
         # one tuple per signature with shared inputs, which its ops share (each op's own
         # would be freed with it, long after the execution, for nothing)
         interned = {}
-        first = []
-        for op in needed:
+        self.needed = needed
+        self.first = first = []             # positions in ``needed`` of the ops ready first
+        for i, op in enumerate(needed):
             plan = op.plan
             if plan is None:    # an Accumulation or a fused chain
-                sig = op.kind or op
+                sig = op.kind
+                if not may_fuse:
+                    may_fuse = _may_fuse(op, min_elements)
             else:
-                rule = rules.get(plan, _UNKNOWN)
-                if rule is _UNKNOWN:
-                    rule = rule_of(op)
-                if rule is None:
-                    sig = op
-                elif rule[2]:
+                entry = entries.get(plan)
+                if entry is None or entry[3] != min_elements:
+                    entry = _entry(op, min_elements)
+                sig, rule, joins, _ = entry
+                if sig is None and rule is not None:
                     sig = _shared_signature(op, rule)
                     sig = interned.setdefault(sig, sig)
-                else:
-                    sig = rule[3]
+                if joins:
+                    may_fuse = True
             op.sig = sig
-            left[sig] = left.get(sig, 0) + 1
+            if sig is not None:
+                left[sig] = left.get(sig, 0) + 1
             if not op.waiting:
-                first.append(op)
-        first.sort(key=_record_order)      # (as if the ops became ready in record order)
-        for op in first:
-            self._enqueue(op)
-
-    def _enqueue(self, op) -> None:
-        sig = op.sig
-        if self.left[sig] == 1:
-            self.alone.append(op)
-        else:
-            group = self.ready.get(sig)
-            if group is None:
-                self.ready[sig] = [op]
-            else:
-                group.append(op)
+                first.append(i)
+        self.may_fuse = may_fuse
 
     def run(self) -> None:
         alone, ready, left = self.alone, self.ready, self.left
+        needed = self.needed
+        for i in self.first:    # (in record order, as if they became ready in that order)
+            op = needed[i]
+            sig = op.sig
+            if sig is None or left[sig] == 1:
+                alone.append(op)
+            else:
+                group = ready.get(sig)
+                if group is None:
+                    ready[sig] = [op]
+                else:
+                    group.append(op)
         while alone or ready:
             if alone:
                 op = alone.pop()
@@ -167,14 +187,16 @@ class Agenda:
                             run_accumulations(group)
                     else:
                         run_batch(group, rule_of(group[0]))
-            left[group[0].sig] -= len(group)
-            for op in group:     # (``_enqueue``, written out: this runs once per edge)
+            sig = group[0].sig
+            if sig is not None:
+                left[sig] -= len(group)
+            for op in group:     # (this runs once per edge)
                 for user in op.users:
                     waiting = user.waiting - 1
                     user.waiting = waiting
                     if not waiting:
                         sig = user.sig
-                        if left[sig] == 1:
+                        if sig is None or left[sig] == 1:
                             alone.append(user)
                         else:
                             same = ready.get(sig)
@@ -200,8 +222,43 @@ class Agenda:
         return best
 
 
-_UNKNOWN = object()
 _record_order = operator.attrgetter("order")
+# plan -> (its ops' signature, or None where it depends on the shared inputs; batch rule;
+# whether its ops can join a fused chain, under ``fusion_steps.MIN_ELEMENTS`` of the last
+# item): what the agenda reads of an op's plan, in one lookup
+_entries: dict = {}
+
+
+def _may_fuse(op, min_elements: int) -> bool:
+    """Whether an Accumulation could join a fused chain: an output of ``min_elements`` or
+    more elements (or of a shape it does not know)."""
+    shapes = op.shapes
+    if shapes is None:
+        return True
+    for shape in shapes.values():
+        if shape is None:
+            return True
+        size = 1
+        for n in shape:
+            size *= n
+        if size >= min_elements or size < 0:
+            return True
+    return False
+
+
+def _entry(op, min_elements: int) -> tuple:
+    """``_entries``' entry for ``op``'s plan (made once per plan, and again if
+    ``fusion_steps.MIN_ELEMENTS`` changed). Whether an op can join a chain
+    (``fusion_steps.node``) follows from its plan: op type, attributes, input and output
+    shapes and dtypes, and for a grad op the wanted outputs and their shapes, which its
+    forward op's plan fixes."""
+    plan = op.plan
+    rule = rule_of(op)
+    sig = None if rule is None or rule[2] else rule[3]
+    if len(_entries) >= 4096:
+        _entries.clear()
+    entry = _entries[plan] = (sig, rule, fusion_steps.node(op) is not None, min_elements)
+    return entry
 
 
 def signature(op):
