@@ -4,7 +4,7 @@ for every row; either way each handle meets its own rows."""
 import numpy as np
 
 import tape
-from tape import Variable, batching, ops
+from tape import Variable, batching, ops, units
 
 
 def floats(rng, shape):
@@ -71,3 +71,57 @@ def test_a_batch_row_off_the_tape_leaves_the_other_rows_their_handles(monkeypatc
         else:
             np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(w.grad.numpy(), expected_w, rtol=1e-5, atol=1e-6)
+
+
+def _counting_units(monkeypatch) -> list:
+    made = []
+    unit_init = units.Unit.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        unit_init(self, *args, **kwargs)
+    monkeypatch.setattr(units.Unit, "__init__", counting)
+    return made
+
+
+def _lazy_and_eager_gradients(build, leaves) -> tuple:
+    for v in leaves:
+        v.grad = None
+    with tape.lazy():
+        tape.reset_global_tape()
+        build().backward()
+    lazy = [v.grad.numpy() for v in leaves]
+    for v in leaves:
+        v.grad = None
+    tape.reset_global_tape()
+    build().backward()
+    return lazy, [v.grad.numpy() for v in leaves]
+
+
+def test_a_graph_that_does_not_batch_goes_by_units_where_nothing_could_fuse(monkeypatch):
+    """One sample's graph of small arrays: backward goes by units (the per-op path would defer
+    and schedule every grad op for fusion that cannot happen), and its gradients are eager's
+    bit for bit."""
+    made = _counting_units(monkeypatch)
+    rng = np.random.default_rng(6)
+    x = Variable(floats(rng, (1, 4)), stop_gradient=False)
+    w = Variable(floats(rng, (4, 4)), stop_gradient=False)
+    lazy, eager = _lazy_and_eager_gradients(
+        lambda: ops.reduce_sum(ops.tanh(ops.matmul_v2(x, w)) * 2.0 + x, reduce_all=True),
+        [x, w])
+    assert len(made) == 5   # matmul_v2, tanh, scale, elementwise_add, reduce_sum
+    for a, b in zip(lazy, eager):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_graph_that_does_not_batch_goes_op_by_op_where_an_op_could_fuse(monkeypatch):
+    """An op that could join a fused chain (8,192 elements: ``fusion_steps.MIN_ELEMENTS``)
+    sends a graph that does not batch by the per-op path: no units; eager's gradients bit for
+    bit."""
+    made = _counting_units(monkeypatch)
+    rng = np.random.default_rng(7)
+    x = Variable(floats(rng, (1, 8192)), stop_gradient=False)
+    lazy, eager = _lazy_and_eager_gradients(
+        lambda: ops.reduce_sum(ops.tanh(x * 2.0) * x, reduce_all=True), [x])
+    assert made == []
+    np.testing.assert_array_equal(lazy[0], eager[0])
