@@ -158,6 +158,7 @@ class Agenda:
 
     def run(self) -> None:
         alone, ready, left = self.alone, self.ready, self.left
+        lone, waiting_for = alone.append, ready.get
         needed = self.needed
         for i in self.first:    # (in record order, as if they became ready in that order)
             op = needed[i]
@@ -199,9 +200,9 @@ class Agenda:
                     if not waiting:
                         sig = user.sig
                         if sig is None or left[sig] == 1:
-                            alone.append(user)
+                            lone(user)
                         else:
-                            same = ready.get(sig)
+                            same = waiting_for(sig)
                             if same is None:
                                 ready[sig] = [user]
                             else:

@@ -193,29 +193,35 @@ def prune(ops) -> list:
         if op.results is None and op.users is None:
             op.users = []
             stack.append(op)
+    keep, push, pop = needed.append, stack.append, stack.pop
     while stack:
-        op = stack.pop()
-        needed.append(op)
+        op = pop()
+        keep(op)
         waiting = 0
         for a in op.args.values():
             t = type(a)
-            if t is list:
-                refs = a
-            elif t is tuple:
-                refs = (a,)
-            else:
-                continue
-            for r in refs:
-                if type(r) is tuple:
-                    d = r[0]
-                    if d.results is None:
-                        waiting += 1
-                        users = d.users
-                        if users is None:
-                            d.users = [op]
-                            stack.append(d)
-                        else:
-                            users.append(op)
+            if t is tuple:      # (most inputs: one ref; written out, as the list case below)
+                d = a[0]
+                if d.results is None:
+                    waiting += 1
+                    users = d.users
+                    if users is None:
+                        d.users = [op]
+                        push(d)
+                    else:
+                        users.append(op)
+            elif t is list:
+                for r in a:
+                    if type(r) is tuple:
+                        d = r[0]
+                        if d.results is None:
+                            waiting += 1
+                            users = d.users
+                            if users is None:
+                                d.users = [op]
+                                push(d)
+                            else:
+                                users.append(op)
         op.waiting = waiting
     return needed
 
