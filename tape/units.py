@@ -101,13 +101,12 @@ def _place(ops: list, unit, results=None, batch=None) -> None:
     whose tape's backward has run) every record of the unit gets ``(unit, row)``. So the
     common case makes no tuple per op and backward no row lookup per handle."""
     ref = weakref.ref(unit)
-    if batch is not None:
-        for op in ops:
-            op.results = results
-            op.batch = batch
     first = None    # the records list of row 0, while every row so far is on it in order
     row = start = last = 0
     for op in ops:
+        if batch is not None:
+            op.results = results
+            op.batch = batch
         op.unit = ref
         op.row = row
         record = op.record
