@@ -198,30 +198,24 @@ def prune(ops) -> list:
         op = pop()
         keep(op)
         waiting = 0
-        for a in op.args.values():
-            t = type(a)
-            if t is tuple:      # (most inputs: one ref; written out, as the list case below)
-                d = a[0]
-                if d.results is None:
-                    waiting += 1
-                    users = d.users
-                    if users is None:
-                        d.users = [op]
-                        push(d)
-                    else:
-                        users.append(op)
-            elif t is list:
-                for r in a:
-                    if type(r) is tuple:
-                        d = r[0]
-                        if d.results is None:
-                            waiting += 1
-                            users = d.users
-                            if users is None:
-                                d.users = [op]
-                                push(d)
-                            else:
-                                users.append(op)
+        inputs = op.args.values()
+        while inputs is not None:
+            lists = None    # (a slot's list of inputs: walked next, as more inputs)
+            for a in inputs:
+                t = type(a)
+                if t is tuple:      # (no tuple made per input: most are one ref)
+                    d = a[0]
+                    if d.results is None:
+                        waiting += 1
+                        users = d.users
+                        if users is None:
+                            d.users = [op]
+                            push(d)
+                        else:
+                            users.append(op)
+                elif t is list:
+                    lists = a if lists is None else lists + a
+            inputs = lists
         op.waiting = waiting
     return needed
 

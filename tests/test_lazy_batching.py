@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batched_backward, batching, ops, units
+from tape import Variable, batched_backward, batching, ops
 
 
 @pytest.fixture
@@ -167,18 +167,12 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
 
 
-def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch):
+def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch, units_made):
     """One sample's graph goes by the per-op path (here as the graphs that go by units where
     nothing batches are turned off): the forward ops it runs make no units (only a backward by
     units reads them), and its gradients are eager's bit for bit; 16 samples go by units."""
     monkeypatch.setattr(batched_backward, "_UNBATCHED_BY_UNITS", False)
-    made = []
-    unit_init = units.Unit.__init__
-
-    def counting(self, *args, **kwargs):
-        made.append(self)
-        unit_init(self, *args, **kwargs)
-    monkeypatch.setattr(units.Unit, "__init__", counting)
+    made = units_made
     rng = np.random.default_rng(5)
     w = Variable(floats(rng, (4, 4)), stop_gradient=False)
     xs = [Variable(floats(rng, (1, 4))) for _ in range(16)]
