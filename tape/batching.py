@@ -25,6 +25,13 @@ from . import fusion_steps
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
 from .batch_rules import SHARED, STACK, rule_of, stacked_plan
+from .batch_signatures import (
+    accumulation_may_fuse,
+    plan_entries,
+    plan_entry,
+    shared_signature,
+    signature,  # noqa: F401  (batching.signature, as its users read it)
+)
 from .dispatch import invoke
 from .fusion import FusedGroup, fuse_chains, run_chains
 from .pending import LazyOp, ShapeOnly, arrays_of, read
@@ -126,7 +133,7 @@ class Agenda:
         self.alone = []                     # ready ops nothing can join
         # whether an op of ``needed`` could join a fused chain (``fusion_steps.node``)
         may_fuse = False
-        entries = _entries
+        entries = plan_entries
         min_elements = fusion_steps.MIN_ELEMENTS
         # one tuple per signature with shared inputs, which its ops share (each op's own
         # would be freed with it, long after the execution, for nothing)
@@ -138,14 +145,14 @@ class Agenda:
             if plan is None:    # an Accumulation or a fused chain
                 sig = op.kind
                 if not may_fuse:
-                    may_fuse = _may_fuse(op, min_elements)
+                    may_fuse = accumulation_may_fuse(op, min_elements)
             else:
                 entry = entries.get(plan)
                 if entry is None or entry[3] != min_elements:
-                    entry = _entry(op, min_elements)
+                    entry = plan_entry(op, min_elements)
                 sig, rule, joins, _ = entry
                 if sig is None and rule is not None:
-                    sig = _shared_signature(op, rule)
+                    sig = shared_signature(op, rule)
                     sig = interned.setdefault(sig, sig)
                 if joins:
                     may_fuse = True
@@ -226,77 +233,6 @@ class Agenda:
 
 
 _record_order = operator.attrgetter("order")
-# plan -> (its ops' signature, or None where it depends on the shared inputs; batch rule;
-# whether its ops can join a fused chain, under ``fusion_steps.MIN_ELEMENTS`` of the last
-# item): what the agenda reads of an op's plan, in one lookup
-_entries: dict = {}
-
-
-def _may_fuse(op, min_elements: int) -> bool:
-    """Whether an Accumulation could join a fused chain: an output of ``min_elements`` or
-    more elements (or of a shape it does not know)."""
-    shapes = op.shapes
-    if shapes is None:
-        return True
-    for shape in shapes.values():
-        if shape is None:
-            return True
-        size = 1
-        for n in shape:
-            size *= n
-        if size >= min_elements or size < 0:
-            return True
-    return False
-
-
-def _entry(op, min_elements: int) -> tuple:
-    """``_entries``' entry for ``op``'s plan (made once per plan, and again if
-    ``fusion_steps.MIN_ELEMENTS`` changed). Whether an op can join a chain
-    (``fusion_steps.node``) follows from its plan: op type, attributes, input and output
-    shapes and dtypes, and for a grad op the wanted outputs and their shapes, which its
-    forward op's plan fixes."""
-    plan = op.plan
-    rule = rule_of(op)
-    sig = None if rule is None or rule[2] else rule[3]
-    if len(_entries) >= 4096:
-        _entries.clear()
-    entry = _entries[plan] = (sig, rule, fusion_steps.node(op) is not None, min_elements)
-    return entry
-
-
-def signature(op):
-    """What ops batched together must share: the plan and the identity of the shared inputs;
-    an op without a batch rule gets a signature of its own."""
-    rule = rule_of(op) if op.plan is not None else None
-    if rule is None:
-        return op
-    return _shared_signature(op, rule) if rule[2] else rule[3]
-
-
-def _shared_signature(op, rule) -> tuple:
-    _, sums, shared, key = rule
-    args = op.args
-    if len(shared) == 1 and not sums:   # (most: one weight, bias or table)
-        return (key, _identity(args[shared[0]]))
-    sig = (key, *[_identity(args[slot]) for slot in shared])
-    if sums:    # a summed output's parts must all go to one variable
-        dests = op.dests
-        sig += tuple(dests[n] for n in sums)
-    return sig
-
-
-def _identity(a):
-    """Which value an argument is: the array itself, or the op output it refers to (the arrays
-    and ops are alive while the batch is scheduled, so their ids are stable)."""
-    if type(a) is tuple:
-        return (id(a[0]), a[1], a[2])
-    if type(a) is list:
-        return tuple(_identity(x) for x in a)
-    if type(a) is ShapeOnly:    # only its shape counts, and the plan fixes that
-        return None
-    return id(a)
-
-
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
