@@ -10,7 +10,11 @@ steps. On a loaded machine these move by tens of percent; instructions do not: r
 steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as valgrind knows no AVX-512, after one
 uncounted run that fills numba's disk cache) and halve the difference.
 
-    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N]
+    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N] [--batches]
+
+``--batches`` first prints, per op type, how many ops each kernel call of one step ran (the
+agenda's batch sizes: a forest step's cell ops in batches of one depth of 16 trees, an LM
+step's in batches of 16).
 """
 from __future__ import annotations
 
@@ -52,6 +56,30 @@ def training(which: str, warm_up: int = 3):
     return step
 
 
+def batch_sizes(step) -> dict:
+    """``{op type: [ops per kernel call]}`` of one more ``step()`` (forward batches and lone
+    ops, in the order they ran; grad ops of the per-op path too; ``Accumulation`` and fused
+    chains under those names)."""
+    from tape import batching
+    sizes = {}
+    run_batch, run_one = batching.run_batch, batching.run_one
+
+    def counted_batch(ops, rule):
+        sizes.setdefault(ops[0].plan.info.type, []).append(len(ops))
+        run_batch(ops, rule)
+
+    def counted_one(op):
+        what = op.plan.info.type if op.plan is not None else type(op).__name__
+        sizes.setdefault(what, []).append(1)
+        run_one(op)
+    batching.run_batch, batching.run_one = counted_batch, counted_one
+    try:
+        step()
+    finally:
+        batching.run_batch, batching.run_one = run_batch, run_one
+    return sizes
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", default=list(BUILDS),
@@ -59,6 +87,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--child", action="store_true",
                         help="run the steps of the first workload only (for valgrind)")
+    parser.add_argument("--batches", action="store_true",
+                        help="print the ops per kernel call of one step, by op type")
     args = parser.parse_args(argv)
     unknown = [w for w in args.workloads if w not in BUILDS]
     if unknown:
@@ -75,6 +105,12 @@ def main(argv=None) -> None:
         return
     for which in args.workloads:
         step = training(which)
+        if args.batches:
+            sizes = batch_sizes(step)
+            calls = sum(len(ns) for ns in sizes.values())
+            print(f"{which}: {sum(map(sum, sizes.values()))} ops in {calls} kernel calls")
+            for what, ns in sorted(sizes.items(), key=lambda item: -sum(item[1])):
+                print(f"  {what:30s} {sum(ns):5d} ops in {len(ns):3d} calls: {ns}")
         times = np.array([step() for _ in range(args.steps)]) * 1e3
         low, middle = times.min(axis=0), np.median(times, axis=0)
         print(f"{which}: ms per step, min (median) of {args.steps}: record {low[0]:.1f} "

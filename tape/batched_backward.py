@@ -27,6 +27,7 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 from __future__ import annotations
 
 from . import dtypes
+from . import flags as _flags
 from .batch_rules import SHARED
 from .batched_grads import (
     add_rows,
@@ -43,33 +44,45 @@ from .pending import collector_paused, prune, read
 from .variable import Variable
 
 
-def run_batched_backward(handles: list, records: list, loss) -> bool:
+def run_batched_backward(handles: list, records: list, loss, unbatched: bool) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
-    ops ran (``records``: ``(unit, row)``, None for an op that did not run or wants no
-    gradient): the loss computed (running the forward ops), then the grad steps unit by unit.
-    False, having changed nothing but computing the loss, where it does not apply (where the
-    forward does not batch, it also drops ``records``: the per-op path makes no units)."""
+    ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
+    did not run or wants no gradient): the loss computed (running the forward ops), then the
+    grad steps unit by unit. False, having changed nothing but computing the loss, where it
+    does not apply (where the forward does not batch, it also drops ``records``: the per-op
+    path makes no units). ``unbatched``: also where the forward does not batch but no forward
+    op could join a fused chain (``_forward_batches``)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
-    if not _forward_batches(loss, batching):
+    how = _forward_batches(loss, batching, unbatched and _UNBATCHED_BY_UNITS)
+    if how is None:
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
-        return False
-    seed = _seed(handles, records, loss)
-    if seed is None:
         return False
     units = []
     try:
-        for h, record in zip(handles, records):
-            if record is None:
+        for h, entry in zip(handles, records):
+            if entry is None:
                 continue
-            unit, row = record
-            hs = unit.handles
-            if hs is None:
-                if unit.sources is None:
-                    return False
-                hs = unit.handles = [None] * unit.size
-                units.append(unit)
-            hs[row] = h
-        if len(units) * 2 > len(handles):
+            if type(entry) is tuple:
+                unit, row = entry
+                hs = unit.handles
+                if hs is None:
+                    if unit.sources is None:
+                        return False
+                    hs = unit.handles = [None] * unit.size
+                    units.append(unit)
+                hs[row] = h
+            else:   # (the unit itself: its rows in turn, ``units._place``)
+                hs = entry.handles
+                if hs is None:
+                    if entry.sources is None:
+                        return False
+                    hs = entry.handles = []
+                    units.append(entry)
+                hs.append(h)
+        seed = _seed(handles, records, loss)
+        if seed is None:
+            return False
+        if how == COMPUTED and len(units) * 2 > len(handles):
             return False    # (a loss computed before, by ops that did not batch)
         for unit in units:
             if not _applies(unit):
@@ -116,36 +129,57 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
 _SAMPLES = 4
 
 
-def _forward_batches(loss, batching) -> bool:
-    """Compute the loss, if it is pending, when its forward ops batch: ``_SAMPLES`` of the ops
-    ready first share a signature. False, having run nothing, otherwise."""
+def _forward_batches(loss, batching, unbatched: bool):
+    """Compute the loss, if it is pending, when its forward ops batch (``_SAMPLES`` of the ops
+    ready first share a signature: ``BATCHED``) or, with ``unbatched`` and fusion on, when none
+    of them could join a fused chain (``UNBATCHED``: the per-op path would gain nothing by
+    deferring the grad ops to run them with the forward ops); ``COMPUTED`` if it was computed
+    before. None, having run nothing, otherwise. (With fusion off the per-op path stays: where
+    nothing batches, it adds a variable's gradient parts in eager backward's order, bit for
+    bit, where units add them in reverse order of execution.)"""
     ref = loss._lazy
     if ref is None or loss._value is not None:
-        return True
+        return COMPUTED
     with collector_paused():
         needed = prune([ref[0]])
         counts = {}
+        agenda = None
         for op in needed:
             if not op.waiting and op.plan is not None:
                 sig = batching.signature(op)
                 if sig is not op:
                     count = counts.get(sig, 0) + 1
                     if count >= _SAMPLES:
+                        how = BATCHED
                         break
                     counts[sig] = count
         else:
-            for op in needed:   # (unmarked: the per-op path walks again)
-                op.users = None
-            return False
+            flags = _flags.flags
+            if unbatched and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]:
+                agenda = batching.Agenda(needed)
+                if agenda.may_fuse:
+                    agenda = None
+            if agenda is None:
+                for op in needed:   # (unmarked: the per-op path walks again)
+                    op.users = None
+                return None
+            how = UNBATCHED
         try:
-            batching.run_ops(needed)
+            batching.run_ops(needed, agenda)
         except BaseException:
             for op in needed:
                 op.users = None
             raise
     loss._value = read(ref)
     loss._lazy = None
-    return True
+    return how
+
+
+# Whether a graph whose forward does not batch goes by units where none of its forward ops
+# could join a fused chain (tests pin the per-op path by turning it off)
+_UNBATCHED_BY_UNITS = True
+# How ``_forward_batches`` found the loss
+BATCHED, UNBATCHED, COMPUTED = "batched", "unbatched", "computed"
 
 
 def _by_stamp(unit) -> int:
@@ -159,15 +193,19 @@ def _release(unit) -> None:
 
 def _seed(handles: list, records: list, loss):
     """``(unit, output slot index, index, row)`` of the loss, from the last handle that
-    produced it; None if no lazy op with a unit did."""
+    produced it (the units' ``handles`` filled); None if no lazy op with a unit did."""
     d = loss.desc
-    for h, record in zip(reversed(handles), reversed(records)):
+    for h, entry in zip(reversed(handles), reversed(records)):
         for slot, entries in h.outputs.items():
             for j, e in enumerate(entries):
                 if (e.desc if type(e) is Variable else e) is d:
-                    if record is None:
+                    if entry is None:
                         return None
-                    unit, row = record
+                    if type(entry) is tuple:
+                        unit, row = entry
+                    else:
+                        unit = entry
+                        row = next(r for r, x in enumerate(unit.handles) if x is h)
                     k = output_index(unit.plan, slot)
                     return unit, k, j if unit.plan.outputs[k][1] else -1, row
     return None

@@ -21,30 +21,52 @@ from __future__ import annotations
 import operator
 
 from . import flags as _flags
+from . import fusion_steps
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
-from .batch_rules import SHARED, STACK, rule_cache, rule_of, stacked_plan
+from .batch_rules import SHARED, STACK, rule_of, stacked_plan
+from .batch_signatures import (
+    accumulation_may_fuse,
+    plan_entries,
+    plan_entry,
+    shared_signature,
+    signature,  # noqa: F401  (batching.signature, as its users read it)
+)
 from .dispatch import invoke
 from .fusion import FusedGroup, fuse_chains, run_chains
 from .pending import LazyOp, ShapeOnly, arrays_of, read
 from .units import note_fused, note_unit
 
 
-def run_ops(needed: list) -> None:
+def run_ops(needed: list, agenda=None) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
     when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
-    on, each chain ``tape.fusion`` finds among them runs as one loop."""
+    on, each chain ``tape.fusion`` finds among them runs as one loop. ``agenda``: the
+    ``Agenda`` of ``needed``, if the caller made it already."""
     flags = _flags.flags
-    if len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]:
-        needed = fuse_chains(needed)
+    fusion = len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]
     if len(needed) == 1 or not flags["FLAGS_lazy_batching"]:
+        if fusion:
+            needed = fuse_chains(needed)
         needed.sort(key=_record_order)
         for op in needed:
             op.users = None
             run_one(op)
         return
+    if agenda is None:
+        agenda = Agenda(needed)
+    # Looking for chains costs a few µs of Python per op (``fusion.fuse_chains``); the
+    # agenda's pass over the ops tells whether any could join one, so that an execution of
+    # small arrays (every Tree-LSTM and LM step) skips the search
+    if fusion and agenda.may_fuse:
+        fused = fuse_chains(needed)
+        if fused is needed:     # (no group: the same ops, maybe in another order)
+            agenda.first = [i for i, op in enumerate(needed) if not op.waiting]
+        else:
+            needed = fused
+            agenda = Agenda(needed)
     try:
-        Agenda(needed).run()
+        agenda.run()
     except BaseException:
         for op in needed:
             if op.results is not None:
@@ -103,51 +125,59 @@ class Agenda:
     """
 
     def __init__(self, needed: list):
-        # ``needed`` carries ``waiting`` and ``users`` (``pending.prune``); ``sig`` is set here
+        """Each op of ``needed`` (with ``waiting`` and ``users``, ``pending.prune``) gets its
+        ``sig`` (None: no batch rule, it runs alone), counted in ``left``. Holds no op: until
+        ``run``, ``fusion.fuse_chains`` may count the references to them."""
         self.left = left = {}               # signature -> its ops not run yet
         self.ready = {}                     # signature -> ready ops, in the order they became
         self.alone = []                     # ready ops nothing can join
-        rules = rule_cache
+        # whether an op of ``needed`` could join a fused chain (``fusion_steps.node``)
+        may_fuse = False
+        entries = plan_entries
+        min_elements = fusion_steps.MIN_ELEMENTS
         # one tuple per signature with shared inputs, which its ops share (each op's own
         # would be freed with it, long after the execution, for nothing)
         interned = {}
-        first = []
-        for op in needed:
+        self.needed = needed
+        self.first = first = []             # positions in ``needed`` of the ops ready first
+        for i, op in enumerate(needed):
             plan = op.plan
             if plan is None:    # an Accumulation or a fused chain
-                sig = op.kind or op
+                sig = op.kind
+                if not may_fuse:
+                    may_fuse = accumulation_may_fuse(op, min_elements)
             else:
-                rule = rules.get(plan, _UNKNOWN)
-                if rule is _UNKNOWN:
-                    rule = rule_of(op)
-                if rule is None:
-                    sig = op
-                elif rule[2]:
-                    sig = _shared_signature(op, rule)
+                entry = entries.get(plan)
+                if entry is None or entry[3] != min_elements:
+                    entry = plan_entry(op, min_elements)
+                sig, rule, joins, _ = entry
+                if sig is None and rule is not None:
+                    sig = shared_signature(op, rule)
                     sig = interned.setdefault(sig, sig)
-                else:
-                    sig = rule[3]
+                if joins:
+                    may_fuse = True
             op.sig = sig
-            left[sig] = left.get(sig, 0) + 1
+            if sig is not None:
+                left[sig] = left.get(sig, 0) + 1
             if not op.waiting:
-                first.append(op)
-        first.sort(key=_record_order)      # (as if the ops became ready in record order)
-        for op in first:
-            self._enqueue(op)
-
-    def _enqueue(self, op) -> None:
-        sig = op.sig
-        if self.left[sig] == 1:
-            self.alone.append(op)
-        else:
-            group = self.ready.get(sig)
-            if group is None:
-                self.ready[sig] = [op]
-            else:
-                group.append(op)
+                first.append(i)
+        self.may_fuse = may_fuse
 
     def run(self) -> None:
         alone, ready, left = self.alone, self.ready, self.left
+        lone, waiting_for = alone.append, ready.get
+        needed = self.needed
+        for i in self.first:    # (in record order, as if they became ready in that order)
+            op = needed[i]
+            sig = op.sig
+            if sig is None or left[sig] == 1:
+                alone.append(op)
+            else:
+                group = ready.get(sig)
+                if group is None:
+                    ready[sig] = [op]
+                else:
+                    group.append(op)
         while alone or ready:
             if alone:
                 op = alone.pop()
@@ -167,17 +197,19 @@ class Agenda:
                             run_accumulations(group)
                     else:
                         run_batch(group, rule_of(group[0]))
-            left[group[0].sig] -= len(group)
-            for op in group:     # (``_enqueue``, written out: this runs once per edge)
+            sig = group[0].sig
+            if sig is not None:
+                left[sig] -= len(group)
+            for op in group:     # (this runs once per edge)
                 for user in op.users:
                     waiting = user.waiting - 1
                     user.waiting = waiting
                     if not waiting:
                         sig = user.sig
-                        if left[sig] == 1:
-                            alone.append(user)
+                        if sig is None or left[sig] == 1:
+                            lone(user)
                         else:
-                            same = ready.get(sig)
+                            same = waiting_for(sig)
                             if same is None:
                                 ready[sig] = [user]
                             else:
@@ -200,43 +232,7 @@ class Agenda:
         return best
 
 
-_UNKNOWN = object()
 _record_order = operator.attrgetter("order")
-
-
-def signature(op):
-    """What ops batched together must share: the plan and the identity of the shared inputs;
-    an op without a batch rule gets a signature of its own."""
-    rule = rule_of(op) if op.plan is not None else None
-    if rule is None:
-        return op
-    return _shared_signature(op, rule) if rule[2] else rule[3]
-
-
-def _shared_signature(op, rule) -> tuple:
-    _, sums, shared, key = rule
-    args = op.args
-    if len(shared) == 1 and not sums:   # (most: one weight, bias or table)
-        return (key, _identity(args[shared[0]]))
-    sig = (key, *[_identity(args[slot]) for slot in shared])
-    if sums:    # a summed output's parts must all go to one variable
-        dests = op.dests
-        sig += tuple(dests[n] for n in sums)
-    return sig
-
-
-def _identity(a):
-    """Which value an argument is: the array itself, or the op output it refers to (the arrays
-    and ops are alive while the batch is scheduled, so their ids are stable)."""
-    if type(a) is tuple:
-        return (id(a[0]), a[1], a[2])
-    if type(a) is list:
-        return tuple(_identity(x) for x in a)
-    if type(a) is ShapeOnly:    # only its shape counts, and the plan fixes that
-        return None
-    return id(a)
-
-
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""

@@ -193,29 +193,29 @@ def prune(ops) -> list:
         if op.results is None and op.users is None:
             op.users = []
             stack.append(op)
+    keep, push, pop = needed.append, stack.append, stack.pop
     while stack:
-        op = stack.pop()
-        needed.append(op)
+        op = pop()
+        keep(op)
         waiting = 0
-        for a in op.args.values():
-            t = type(a)
-            if t is list:
-                refs = a
-            elif t is tuple:
-                refs = (a,)
-            else:
-                continue
-            for r in refs:
-                if type(r) is tuple:
-                    d = r[0]
+        inputs = op.args.values()
+        while inputs is not None:
+            lists = None    # (a slot's list of inputs: walked next, as more inputs)
+            for a in inputs:
+                t = type(a)
+                if t is tuple:      # (no tuple made per input: most are one ref)
+                    d = a[0]
                     if d.results is None:
                         waiting += 1
                         users = d.users
                         if users is None:
                             d.users = [op]
-                            stack.append(d)
+                            push(d)
                         else:
                             users.append(op)
+                elif t is list:
+                    lists = a if lists is None else lists + a
+            inputs = lists
         op.waiting = waiting
     return needed
 

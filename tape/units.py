@@ -4,9 +4,9 @@ sees them.
 When ``tape.batching`` runs ops (a batch, a lone op, the ops of fused chains), it notes each call
 here as a *Unit*: the ops it ran (rows), the arrays it was given, its whole results, and, for
 every input that wants a gradient, where its rows came from. Each op gets a weak reference to
-its unit and its row, and its tape's list of lazy records (``Tape.deferred``) gets ``(unit,
-row)`` in the op's place: the tape alone holds its units, so a Variable the user keeps after
-the tape is gone holds only its own value.
+its unit and its row, and its tape's list of lazy records (``Tape.deferred``) gets the unit
+(or ``(unit, row)``, ``_place``) in the op's place: the tape alone holds its units, so a
+Variable the user keeps after the tape is gone holds only its own value.
 """
 from __future__ import annotations
 
@@ -93,21 +93,53 @@ def _place(ops: list, unit, results=None, batch=None) -> None:
     """Give each of ``ops`` its unit (weakly: a unit lives as long as its tape, which holds
     it, or a later unit reading it; a Variable the user keeps holds its op, and must not keep
     what only backward needed) and row, and file them where its tape's backward finds them;
-    with ``batch``, hand it the batch's ``results`` too (``note_unit``)."""
+    with ``batch``, hand it the batch's ``results`` too (``note_unit``).
+
+    A tape's records get the unit itself when its rows ``0, 1, ...`` follow each other on
+    that tape in order (a batch's ops are in record order): its backward appends their
+    handles in turn. Else (an op recorded on no tape or on another tape, out of order, or
+    whose tape's backward has run) every record of the unit gets ``(unit, row)``. So the
+    common case makes no tuple per op and backward no row lookup per handle."""
     ref = weakref.ref(unit)
-    if batch is not None:
-        for op in ops:
+    first = None    # the records list of row 0, while every row so far is on it in order
+    row = start = last = 0
+    for op in ops:
+        if batch is not None:
             op.results = results
             op.batch = batch
-    for row, op in enumerate(ops):
         op.unit = ref
         op.row = row
         record = op.record
         if record is not None:
-            records, index = record
-            if index < len(records):    # (else its tape's backward has run: none wants it)
-                records[index] = (unit, row)
             op.record = None    # (a Variable holding the op must not hold its tape's units)
+            records, index = record
+            if records is first and index > last:
+                records[index] = unit
+                last = index
+                row += 1
+                continue
+            if index < len(records):    # (else its tape's backward has run: none wants it)
+                if row == 0:
+                    first = records
+                    records[index] = unit
+                    start = last = index
+                    row += 1
+                    continue
+                records[index] = (unit, row)
+        if first:
+            _as_rows(first, start, last, unit)
+        first = False
+        row += 1
+
+
+def _as_rows(records: list, start: int, last: int, unit) -> None:
+    """Records ``start..last`` that hold ``unit`` itself (its rows ``0, 1, ...``, in turn)
+    as ``(unit, row)``."""
+    row = 0
+    for index in range(start, last + 1):
+        if records[index] is unit:
+            records[index] = (unit, row)
+            row += 1
 
 
 def note_fused(groups: list) -> None:

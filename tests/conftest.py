@@ -114,3 +114,17 @@ def restore_flags():
     saved = tape.get_flags()
     yield
     tape.set_flags(saved)
+
+
+@pytest.fixture
+def units_made(monkeypatch):
+    """The ``tape.units.Unit`` objects lazy executions make while the test runs, in order."""
+    from tape import units
+    made = []
+    unit_init = units.Unit.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        unit_init(self, *args, **kwargs)
+    monkeypatch.setattr(units.Unit, "__init__", counting)
+    return made

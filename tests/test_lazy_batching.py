@@ -11,7 +11,7 @@ import pytest
 
 import tape
 import tape.layers  # noqa: F401  (the benchmark's models use tape.layers)
-from tape import Variable, batched_backward, batching, ops, units
+from tape import Variable, batched_backward, batching, ops
 
 
 @pytest.fixture
@@ -167,17 +167,12 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
         ("exp", 1), ("tanh", 2), ("tanh", 1), ("tanh", 1)]
 
 
-def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch):
-    """One sample's graph goes by the per-op path: the forward ops it runs make no units (only
-    a backward by units reads them), and its gradients are eager's bit for bit; 16 samples
-    go by units."""
-    made = []
-    unit_init = units.Unit.__init__
-
-    def counting(self, *args, **kwargs):
-        made.append(self)
-        unit_init(self, *args, **kwargs)
-    monkeypatch.setattr(units.Unit, "__init__", counting)
+def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch, units_made):
+    """One sample's graph goes by the per-op path (here as the graphs that go by units where
+    nothing batches are turned off): the forward ops it runs make no units (only a backward by
+    units reads them), and its gradients are eager's bit for bit; 16 samples go by units."""
+    monkeypatch.setattr(batched_backward, "_UNBATCHED_BY_UNITS", False)
+    made = units_made
     rng = np.random.default_rng(5)
     w = Variable(floats(rng, (4, 4)), stop_gradient=False)
     xs = [Variable(floats(rng, (1, 4))) for _ in range(16)]
@@ -387,9 +382,11 @@ def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
 
 def test_gradient_accumulations_of_the_per_op_path_batch_bit_for_bit(kernel_calls,
                                                                      monkeypatch):
-    """The per-op path (a graph too small to go by units, here by raising the bar) defers
-    each grad op; a variable's gradient parts are summed by Accumulations, which batch."""
+    """The per-op path (a graph too small to go by units, here by raising the bar and turning
+    off units where nothing batches) defers each grad op; a variable's gradient parts are
+    summed by Accumulations, which batch."""
     monkeypatch.setattr(batched_backward, "_SAMPLES", 10 ** 9)
+    monkeypatch.setattr(batched_backward, "_UNBATCHED_BY_UNITS", False)
     rng = np.random.default_rng(8)
     xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
     groups = []
