@@ -29,9 +29,8 @@ The loop rounds every step to the dtype, so ``+ - * /``, scale, relu, square and
 their gradients, give the unfused kernels' results bit for bit; exp, log, tanh and sigmoid call
 libm's scalar functions where the unfused kernels call numpy's vectorised ones, and may differ
 in the last bit. Loops are compiled once per group signature (the steps, their operand wiring,
-which values are stored, the dtype) and reused across iterations, and across processes through
-``kernels/fused.py``'s disk cache: attribute values (scale's factor and bias) are arguments, not
-part of the signature. Identical groups batch into one call.
+which values are stored, the dtype) and reused across iterations and processes (a disk cache):
+attribute values (scale's factor and bias) are arguments. Identical groups batch into one call.
 
 On unless ``FLAGS_lazy_fusion`` is off; off while the NaN/Inf check is on, which names the op
 that made a value.
