@@ -29,11 +29,7 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
-        "    op = new(LazyOp)",
-        "    op.plan = plan",
-        f"    op.args = {{{', '.join(arrays)}}}",
-        "    op.results = op.batch = op.unit = op.users = op.names = op.record = None",
-        "    op.order = next(order)",
+            *_op_lines(info, [f"a{i}" for i in range(len(info.inputs))]),
         "    serial = tape.serial if record else 0",
         "    if record:",
         "        keeps = info.slot_names if tracing else info.keeps",
@@ -46,13 +42,7 @@ def lazy_lines(info, arrays: list, entries: list) -> list:
         # the tape's list of lazy records, parallel to its handles, gets ``(unit, row)`` when
         # the op runs (the list and an index, not the op: holding the op would keep what it
         # no longer needs alive, and count as a reader to tape.fusion)
-        "        deferred = tape.deferred",
-        "        if deferred is False:",
-        "            deferred = tape.deferred = Records()",
-        "        position = len(deferred)",
-        "        op.record = (deferred, position)",
-        "        deferred.append(None)",
-        *_code_lines(info),
+        *("    " + line for line in _record_lines(info, info.slot_specs, True)),
         "    made = plan.made if outputs is None else None",
         "    if made is None:",
         "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
@@ -97,34 +87,64 @@ def _list_code(refs: list, deferred) -> tuple:
     return tuple(codes)
 
 
-def _code_lines(info) -> list:
-    """Lines that add the op just recorded to ``deferred.codes`` (see ``Records``)."""
-    lines = ["        codes = deferred.codes",
-             "        if codes is not None:",
-             "            if outputs is not None:",
-             "                deferred.codes = None",
-             "            else:",
-             "                codes.append(plan)"]
-    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
-        indent = "                "
+def _record_lines(info, slots, given_outputs: bool) -> list:
+    """Lines (indented 4) that file the op just recorded in its tape's ``deferred`` and add it
+    to ``deferred.codes`` (see ``Records``): its input slots ``slots`` (each input's array or
+    ref in ``a{i}``, in the op's slot order) and, with ``given_outputs``, the runner's
+    ``outputs``, which leave the codes naming no graph when given."""
+    lines = ["    deferred = tape.deferred",
+             "    if deferred is False:",
+             "        deferred = tape.deferred = Records()",
+             "    op.record = (deferred, len(deferred))",
+             "    deferred.append(None)",
+             "    codes = deferred.codes",
+             "    if codes is not None:"]
+    indent = "        "
+    if given_outputs:
+        lines += [f"{indent}if outputs is not None:",
+                  f"{indent}    deferred.codes = None",
+                  f"{indent}else:"]
+        indent += "    "
+    lines.append(f"{indent}codes.append(plan)")
+    for i, (_, duplicable, dispensable) in enumerate(slots):
+        inner = indent
         if dispensable:
-            lines.append(f"{indent}if a{i} is not None:")
-            indent += "    "
+            lines.append(f"{inner}if a{i} is not None:")
+            inner += "    "
         if duplicable:
-            lines += [f"{indent}c = list_code(a{i}, deferred)",
-                      f"{indent}if c is None:",
-                      f"{indent}    deferred.codes = None",
-                      f"{indent}codes.append(c)"]
+            lines += [f"{inner}c = list_code(a{i}, deferred)",
+                      f"{inner}if c is None:",
+                      f"{inner}    deferred.codes = None",
+                      f"{inner}codes.append(c)"]
             continue
-        lines += [f"{indent}if type(a{i}) is tuple:",
-                  f"{indent}    r = a{i}[0].record",
-                  f"{indent}    if r is not None and r[0] is deferred:",
-                  f"{indent}        codes += (r[1], a{i}[1], a{i}[2])",
-                  f"{indent}    else:",
-                  f"{indent}        deferred.codes = None",
-                  f"{indent}else:",
-                  f"{indent}    codes.append(None)"]
+        lines += [f"{inner}if type(a{i}) is tuple:",
+                  f"{inner}    r = a{i}[0].record",
+                  f"{inner}    if r is not None and r[0] is deferred:",
+                  f"{inner}        codes += (r[1], a{i}[1], a{i}[2])",
+                  f"{inner}    else:",
+                  f"{inner}        deferred.codes = None",
+                  f"{inner}else:",
+                  f"{inner}    codes.append(None)"]
     return lines
+
+
+def _op_lines(info, arrays: list) -> list:
+    """Lines that make ``op``, the LazyOp of ``plan`` reading ``arrays`` (per input slot, the
+    expression of its array, ref or list of them)."""
+    return ["    op = new(LazyOp)",
+            "    op.plan = plan",
+            "    op.args = {" + ", ".join(f"{s.name!r}: {a}" for s, a in zip(info.inputs, arrays))
+            + "}",
+            "    op.results = op.batch = op.unit = op.users = op.names = op.record = None",
+            "    op.order = next(order)"]
+
+
+def positional_tail(info, arrays: list) -> tuple:
+    """``(head, tail)``: the lines of a lazy positional runner (``tape.positional``) that make
+    its LazyOp, in place of the kernel call, and that file a recorded one in the tape's
+    ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None."""
+    given = [spec for spec, a in zip(info.slot_specs, arrays) if a != "None"]
+    return _op_lines(info, arrays), _record_lines(info, given, False)
 
 
 def _new_output_lines(info) -> list:

@@ -206,7 +206,8 @@ _RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
                "restart": reset_global_tape, "OpHandle": OpHandle,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
-               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
+               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE,
+               "lazy_tail": _lazy_runner.positional_tail}
 _lazy_runners: dict = {}
 
 
@@ -228,6 +229,15 @@ def positional_runner(info: OpInfo):
     if info.positional is None and positional_slots(info) is not None:
         info.positional = make_positional(info, _RUNNER_ENV)
     return info.positional
+
+
+def lazy_positional_runner(info: OpInfo):
+    """The lazy positional runner of op ``info`` (``tape.positional`` with lazy=True; made on
+    first use, then ``info.lazy_positional``), or None when the op's slots allow none: what
+    ``tape.ops.<type>`` and the operators call on a lazy tape."""
+    if info.lazy_positional is None and positional_slots(info) is not None:
+        info.lazy_positional = make_positional(info, _RUNNER_ENV, lazy=True)
+    return info.lazy_positional
 
 
 def lazy_runner(info: OpInfo):
