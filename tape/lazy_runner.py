@@ -11,48 +11,53 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 from __future__ import annotations
 
 from . import flags as _flags
-from .desc import DENSE_TENSOR, VarDesc
+from .desc import VarDesc
 from .pending import LazyOp, order
-from .runner import make_outputs, variable_lines
+from .runner import GRAD_FLOWS, made_lines, make_outputs
 from .variable import Variable
 
 
-def lazy_lines(info, arrays: list, entries: list) -> list:
-    """Lines of the lazy runner of ``info`` after ``plan`` is found; ``arrays`` holds each
-    input slot's ``'name': a{i}`` (an array, a ref or a list of them), ``entries`` the eager
-    runner's lines that fill a handle's ``entries`` (``tape.OpHandle``)."""
-    lines = [
+def lazy_lines(info, flat: list, parts: list) -> list:
+    """Lines of the lazy runner of ``info`` after ``plan`` is found; ``flat`` holds the eager
+    runner's lines that bind each input slot's handle entries, ``parts`` how they go into an
+    EagerHandle's ``entries`` (``tape.runner``)."""
+    single = len(info.outputs) == 1
+    named = ["    if flags.checking:     # (names for the NaN/Inf check's message)",
+             "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}"]
+    filed = _record_lines(info, info.slot_specs, True)
+    return [
         "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
         "        return eager_runner(info)(tape, inputs, attrs, outputs)",
-        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
-            *_op_lines(info, [f"a{i}" for i in range(len(info.inputs))]),
-        "    serial = tape.serial if record else 0",
-        "    if record:",
-        "        keeps = info.slot_names if tracing else info.keeps",
-        "        entries = {}",    # (before the outputs: one may be an input, written in place)
-        *("    " + line.replace("\n", "\n    ") for line in entries),
-        "        outs = {}",
-        "        h = new(OpHandle)",
-        "        h.plan, h.inputs, h.outputs = plan, entries, outs",
-        "        tape._ops.append(h)",
+        *_op_lines(info, [f"a{i}" for i in range(len(info.inputs))]),
+        "    made = plan.made if outputs is None else None",
+        "    if not record:",
+        *("    " + line for line in made_lines(info, single, False, lazy=True, tail=named)),
+        "        produced = pending_outputs(op, outputs, False, 0, place, None)",
+        *("    " + line for line in named),
+        "        return produced",
+        # (the inputs' entries before the outputs: a given output may be an input, written
+        # in place)
+        *flat,
+        *made_lines(info, single, True, parts, lazy=True, tail=(*filed, *named)),
+        "    keeps = info.slot_names if tracing else info.keeps",
+        "    outs = {}",
+        "    produced = pending_outputs(op, outputs, grad_flows, tape.serial, place, "
+        "(keeps, outs))",
+        "    h = EagerHandle()",
+        f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
+        "*[e for es in outs.values() for e in es],)",
+        "    tape._ops.append(h)",
         # the tape's list of lazy records, parallel to its handles, gets ``(unit, row)`` when
         # the op runs (the list and an index, not the op: holding the op would keep what it
         # no longer needs alive, and count as a reader to tape.fusion)
-        *("    " + line for line in _record_lines(info, info.slot_specs, True)),
-        "    made = plan.made if outputs is None else None",
-        "    if made is None:",
-        "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
-        "(keeps, outs) if record else None)",
-        "    else:",
-        *_new_output_lines(info),
-        "    if flags.checking:     # (names for the NaN/Inf check's message)",
-        "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}",
+        *filed,
+        *named,
         "    return produced"]
-    return lines
 
 
 class Records(list):
@@ -147,47 +152,6 @@ def positional_tail(info, arrays: list) -> tuple:
     return _op_lines(info, arrays), _record_lines(info, given, False)
 
 
-def _new_output_lines(info) -> list:
-    """Lines that make each output slot's new Variables from ``made``, pending on ``op``
-    (``v._lazy`` is the ref ``(op, slot index, index in the slot or -1)``), into
-    ``produced``, and their handle's entries into ``outs`` (the Variable where backward reads
-    it or the tape traces, else its VarDesc: ``info.keeps`` is fixed when a runner is made)."""
-    if len(info.outputs) == 1 and not info.outputs[0].duplicable:    # (most ops)
-        name = repr(info.outputs[0].name)
-        return ["        m = made[0]",
-                "        if m is None:   # (an output the op does not write)",
-                "            produced = {}",
-                "        else:",
-                *variable_lines("            ", "None", True),
-                "            v._lazy = (op, 0, -1)",
-                f"            produced = {{{name}: [v]}}",
-                "            if record:",
-                f"                outs[{name}] = " + ("[v]" if info.outputs[0].name in info.keeps
-                                                       else "[v] if tracing else [d]")]
-    lines = ["        produced = {}"]
-    for n, slot in enumerate(info.outputs):
-        name = repr(slot.name)
-        kept = "vs" if slot.name in info.keeps else "vs if tracing else [v.desc for v in vs]"
-        lines += [f"        m = made[{n}]", "        if m is not None:"]
-        if slot.duplicable:
-            lines += ["            vs = []",
-                      "            for j, m in enumerate(m):",
-                      *variable_lines("                ", "None", True),
-                      f"                v._lazy = (op, {n}, j)",
-                      "                vs.append(v)",
-                      f"            produced[{name}] = vs",
-                      "            if record:",
-                      f"                outs[{name}] = {kept}"]
-        else:
-            lines += [*variable_lines("            ", "None", True),
-                      f"            v._lazy = (op, {n}, -1)",
-                      f"            produced[{name}] = [v]",
-                      "            if record:",
-                      f"                outs[{name}] = " + ("[v]" if slot.name in info.keeps
-                                                          else "[v] if tracing else [d]")]
-    return lines
-
-
 _stand_ins: dict = {}
 
 
@@ -216,4 +180,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "list_code": _list_code}
+             "Records": Records, "list_code": _list_code}
