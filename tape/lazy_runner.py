@@ -110,9 +110,13 @@ def _record_lines(info, slots, given_outputs: bool) -> list:
                   f"{indent}    deferred.codes = None",
                   f"{indent}else:"]
         indent += "    "
-    lines.append(f"{indent}codes.append(plan)")
+    # (the plan goes in with the first slot's code when that slot takes one input always)
+    planned = bool(slots) and not (slots[0][1] or slots[0][2])
+    if not planned:
+        lines.append(f"{indent}codes.append(plan)")
     for i, (_, duplicable, dispensable) in enumerate(slots):
         inner = indent
+        plan = "plan, " if planned and i == 0 else ""
         if dispensable:
             lines.append(f"{inner}if a{i} is not None:")
             inner += "    "
@@ -125,22 +129,24 @@ def _record_lines(info, slots, given_outputs: bool) -> list:
         lines += [f"{inner}if type(a{i}) is tuple:",
                   f"{inner}    r = a{i}[0].record",
                   f"{inner}    if r is not None and r[0] is deferred:",
-                  f"{inner}        codes += (r[1], a{i}[1], a{i}[2])",
+                  f"{inner}        codes += ({plan}r[1], a{i}[1], a{i}[2])",
                   f"{inner}    else:",
                   f"{inner}        deferred.codes = None",
                   f"{inner}else:",
+                  f"{inner}    codes += ({plan}None,)" if plan else
                   f"{inner}    codes.append(None)"]
     return lines
 
 
-def _op_lines(info, arrays: list) -> list:
+def _op_lines(info, arrays: list, filed: bool = False) -> list:
     """Lines that make ``op``, the LazyOp of ``plan`` reading ``arrays`` (per input slot, the
-    expression of its array, ref or list of them)."""
+    expression of its array, ref or list of them); ``filed``: its ``record`` is set later."""
     return ["    op = new(LazyOp)",
             "    op.plan = plan",
             "    op.args = {" + ", ".join(f"{s.name!r}: {a}" for s, a in zip(info.inputs, arrays))
             + "}",
-            "    op.results = op.batch = op.unit = op.users = op.names = op.record = None",
+            "    op.results = op.batch = op.unit = op.users = op.names = "
+            + ("None" if filed else "op.record = None"),
             "    op.order = next(order)"]
 
 
@@ -149,7 +155,7 @@ def positional_tail(info, arrays: list) -> tuple:
     its LazyOp, in place of the kernel call, and that file a recorded one in the tape's
     ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None."""
     given = [spec for spec, a in zip(info.slot_specs, arrays) if a != "None"]
-    return _op_lines(info, arrays), _record_lines(info, given, False)
+    return _op_lines(info, arrays, filed=True), _record_lines(info, given, False)
 
 
 _stand_ins: dict = {}

@@ -72,15 +72,24 @@ def make_positional(info, env: dict, lazy: bool = False):
     # (each condition binds t{i}, the input's tape, when none before it held)
     served = ["flags.checking"]
     for i in range(n):
-        # lazy: an input without a value reads the ref of the op it is pending on, unless
-        # that op ran (the general runner reads its value) or there is none (its error)
-        served.append(f"a{i} is None and ((a{i} := getattr(v{i}, '_lazy', None)) is None or "
-                      f"a{i}[0].results is not None)" if lazy else f"a{i} is None")
+        if not lazy:
+            served.append(f"a{i} is None")
         if i:
             served.append(f"v{i}.place is not place")
         served.append(f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient")
     lines += [f"    if {' or '.join(served)}:",
-              f"        return general(tape, attrs, sig{args})",
+              f"        return general(tape, attrs, sig{args})"]
+    for i in range(n if lazy else 0):
+        # lazy: an input without a value reads the ref of the op it is pending on, unless
+        # that op ran (the general runner reads its value) or there is none (its error)
+        lines += [f"    if a{i} is None:",
+                  "        try:",
+                  f"            a{i} = v{i}._lazy",
+                  "        except AttributeError:     # (a slot eager Variables never set)",
+                  f"            a{i} = None",
+                  f"        if a{i} is None or a{i}[0].results is not None:",
+                  f"            return general(tape, attrs, sig{args})"]
+    lines += [
               "    if plan is None:",
               "        plan = infer_new(info, {"
               + ", ".join(f"{name!r}: [v{i}]" for i, name in enumerate(required))
@@ -107,6 +116,7 @@ def make_positional(info, env: dict, lazy: bool = False):
         GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    if not (grad_flows or tracing):",
+        *(["        op.record = None"] if lazy else []),
         *_output_lines(info, single, False, lazy),
         *_returned(info),
         *(line[4:] for line in _output_lines(info, single, True, lazy)),
