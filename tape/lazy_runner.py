@@ -11,6 +11,7 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 from __future__ import annotations
 
 from . import flags as _flags
+from . import lazy_replay
 from .desc import VarDesc
 from .pending import LazyOp, order
 from .runner import GRAD_FLOWS, made_lines, make_outputs
@@ -68,13 +69,22 @@ class Records(list):
     waits for, or None for a value it was given. Two tapes with equal codes recorded the same
     graph, op for op and edge for edge (``tape.lazy_replay`` caches the execution of a
     backward under them). None once an op read a pending value from off this tape, or was
-    given its outputs: the codes then name no graph."""
+    given its outputs, or once they grew past the longest lazy_replay keeps a program for:
+    the codes then name no graph."""
 
     __slots__ = ("codes",)
 
     def __init__(self):
         super().__init__()
         self.codes = []
+
+    def coding(self) -> bool:
+        """Whether the codes still name a graph ``tape.lazy_replay`` may keep a program for:
+        past its length limit they are dropped (None), and no longer built."""
+        if len(self.codes) > lazy_replay._MAX_CODES:    # (lazy_replay's limit)
+            self.codes = None
+            return False
+        return True
 
 
 def _list_code(refs: list, deferred) -> tuple:
@@ -100,10 +110,12 @@ def _record_lines(info, slots, given_outputs: bool) -> list:
     lines = ["    deferred = tape.deferred",
              "    if deferred is False:",
              "        deferred = tape.deferred = Records()",
-             "    op.record = (deferred, len(deferred))",
+             "    position = len(deferred)",
+             "    op.record = (deferred, position)",
              "    deferred.append(None)",
              "    codes = deferred.codes",
-             "    if codes is not None:"]
+             # (every 256 ops, whether the codes grew past what names a graph: then no more)
+             "    if codes is not None and (position & 255 != 255 or deferred.coding()):"]
     indent = "        "
     if given_outputs:
         lines += [f"{indent}if outputs is not None:",

@@ -197,3 +197,23 @@ def test_every_positional_op_has_a_lazy_positional_runner():
         info = op_info(op_type)
         assert positional_slots(info) is not None
         assert tape.tape.lazy_positional_runner(info) is info.lazy_positional is not None
+
+
+def test_graph_codes_stop_once_past_what_names_a_graph(unchecked):
+    """The codes (``lazy_runner.Records``) are dropped, and no longer built, once longer than
+    ``tape.lazy_replay`` keeps a program for; a shorter graph keeps them, and both run."""
+    from tape import lazy_replay
+    x = tape.Variable(np.arange(4, dtype=np.float32), stop_gradient=False)
+    with tape.lazy():
+        t = tape.reset_global_tape()
+        y = x
+        for _ in range(300):
+            y = y * 1.0
+        assert t.deferred.codes is not None and len(t.deferred.codes) == 2 + 4 * 299
+        while len(t.deferred) < lazy_replay._MAX_CODES // 4 + 512:
+            y = y * 1.0
+        assert t.deferred.codes is None
+        loss = tape.ops.reduce_sum(y, reduce_all=True)
+        np.testing.assert_array_equal(y.numpy(), x.numpy())
+        loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(4, np.float32))
