@@ -168,8 +168,7 @@ def _follow_mode(t: Tape | None) -> None:
         t.__class__ = LazyTape if _lazy_mode() else Tape
 
 
-@contextlib.contextmanager
-def lazy():
+def lazy() -> LazyBlock:
     """Inside the block, this thread's ops are recorded and computed only when a value is
     asked for (``value()``, ``numpy()``, ``item()``, ``np.asarray``, printing, ``backward()``),
     and then only the ops that value needs.
@@ -184,12 +183,23 @@ def lazy():
     ...     loss = tape.ops.mean(model(x))      # shapes checked here; nothing computed
     ...     loss.backward()                     # runs the forward ops, then backward
     """
-    _local.lazy_depth += 1
-    _follow_mode(_local.tape)
-    try:
-        with _pending.collector_paused():
-            yield
-    finally:
+    return LazyBlock()
+
+
+class LazyBlock(_pending.CollectorPaused):
+    """What ``lazy()`` returns: its block, with the collector paused. A class, not a
+    generator context manager: a lazy block per iteration or per sample is common, and this
+    costs a third of one."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _local.lazy_depth += 1
+        _follow_mode(_local.tape)
+        super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__()
         _local.lazy_depth -= 1
         _follow_mode(_local.tape)
 
