@@ -8,7 +8,13 @@ compare it with the eager positional path and with the general lazy runner.
 """
 import numpy as np
 import pytest
-from test_positional import POSITIONAL_CASES, _describe, _served_positionally, _variables
+from test_positional import (  # noqa: F401  (unchecked: the fixture every test here uses)
+    POSITIONAL_CASES,
+    _describe,
+    _served_positionally,
+    _variables,
+    unchecked,
+)
 
 import tape
 from tape.errors import InvalidArgumentError, PreconditionNotMetError
@@ -17,14 +23,7 @@ from tape.registry import op_info
 from tape.tape import LazyTape, using_tape
 
 _CHECKS = ("FLAGS_enable_unused_var_check", "FLAGS_check_nan_inf")
-
-
-@pytest.fixture
-def unchecked():
-    saved = tape.get_flags(list(_CHECKS))
-    tape.set_flags(dict.fromkeys(_CHECKS, False))
-    yield
-    tape.set_flags(saved)
+pytestmark = pytest.mark.usefixtures("unchecked")
 
 
 @pytest.fixture
@@ -58,8 +57,7 @@ def _flat(info, returned) -> list:
 
 
 @pytest.mark.parametrize("op_type", POSITIONAL_CASES)
-def test_a_lazy_positional_call_records_what_an_eager_one_does(op_type, unchecked,
-                                                              general_lazy_calls):
+def test_a_lazy_positional_call_records_what_an_eager_one_does(op_type, general_lazy_calls):
     """The same op on the same leaves, eagerly and lazily (its plan known): the lazy call is
     served positionally when the eager one is, makes the same Variables (pending), records
     the same handle entries, and computes the same values bit for bit."""
@@ -151,7 +149,7 @@ def test_a_lazy_step_by_positional_runners_equals_one_by_the_general_runner():
     assert positional[2] == general[2]
 
 
-def test_pending_inputs_are_read_by_ref_and_ran_ones_by_value(unchecked, general_lazy_calls):
+def test_pending_inputs_are_read_by_ref_and_ran_ones_by_value(general_lazy_calls):
     x = tape.Variable(np.arange(4, dtype=np.float32), stop_gradient=False)
     with tape.lazy():
         tape.reset_global_tape()
@@ -172,7 +170,7 @@ def test_pending_inputs_are_read_by_ref_and_ran_ones_by_value(unchecked, general
     np.testing.assert_array_equal(v.numpy(), expected)
 
 
-def test_errors_are_the_general_runners_at_the_record_line(unchecked):
+def test_errors_are_the_general_runners_at_the_record_line():
     x = tape.Variable(np.ones((2, 3), np.float32), stop_gradient=False)
     with tape.lazy():
         tape.reset_global_tape()
@@ -199,7 +197,7 @@ def test_every_positional_op_has_a_lazy_positional_runner():
         assert tape.tape.lazy_positional_runner(info) is info.lazy_positional is not None
 
 
-def test_graph_codes_stop_once_past_what_names_a_graph(unchecked):
+def test_graph_codes_stop_once_past_what_names_a_graph():
     """The codes (``lazy_runner.Records``) are dropped, and no longer built, once longer than
     ``tape.lazy_replay`` keeps a program for; a shorter graph keeps them, and both run."""
     from tape import lazy_replay

@@ -8,16 +8,10 @@ one Variable, or a tuple in proto order.
 import builtins
 import inspect
 
+from .. import tape as tape_module
 from ..positional import positional_slots
 from ..registry import REGISTRY
-from ..tape import (
-    LazyTape,
-    Tape,
-    _local,
-    get_global_tape,
-    lazy_positional_runner,
-    positional_runner,
-)
+from ..tape import LazyTape, Tape, _local, get_global_tape
 
 # each family registers its ops on import
 from . import (  # noqa: F401
@@ -109,12 +103,12 @@ def _make_op_function(info):
 
     def first_positional(*args):
         """The op's positional runner, made on its first call (then called directly)."""
-        run = namespace["positional"] = positional_runner(info)
+        run = namespace["positional"] = tape_module.positional_runner(info)
         return run(*args)
 
     def first_lazy_positional(*args):
         """Its lazy positional runner, likewise."""
-        run = namespace["lazy_positional"] = lazy_positional_runner(info)
+        run = namespace["lazy_positional"] = tape_module.lazy_positional_runner(info)
         return run(*args)
 
     namespace["positional"] = first_positional
