@@ -121,7 +121,7 @@ def make_positional(info, env: dict, lazy: bool = False):
         *_returned(info),
         *(line[4:] for line in _output_lines(info, single, True, lazy)),
         "    h = EagerHandle()",
-        f"    h.plan, h.entries = plan, ({''.join(e + ', ' for e in entries)}{outputs})",
+        *_entries_lines(info, required, entries, outputs),
         "    tape._ops.append(h)",
         *tail,
         *(line[4:] for line in _returned(info))]
@@ -154,7 +154,7 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
                 body.append(f"v._lazy = (op, {j}, -1)")
             if not _only_output(info):
                 body.append(f"r{j} = v")
-            if recorded:
+            if recorded and not _only_output(info):     # (the one output: see _entries_lines)
                 entry = ("v", "d") if not slot.dispensable else ("(v,)", "(d,)")
                 body.append(f"o{j} = {entry[0]}" if kept else
                             f"o{j} = {entry[0]} if tracing else {entry[1]}")
@@ -164,6 +164,22 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
                     *("    " + a for a in absent)]
         lines += ["        " + b for b in body]
     return lines
+
+
+def _entries_lines(info, required: tuple, entries: list, outputs: str) -> list:
+    """Lines that fill handle ``h``: its plan and entries (``entries``: each input's entry;
+    ``outputs``: the outputs' ``o{j}``). An op's one output is ``v`` itself: traced, every
+    entry is its Variable, else the untraced entries, each decided without ``tracing``."""
+    if not _only_output(info):
+        return ["    h.plan = plan",
+                f"    h.entries = ({''.join(e + ', ' for e in entries)}{outputs})"]
+    untraced = [e.replace("tracing or ", "") for e in entries]
+    out = "v" if info.outputs[0].name in info.keeps else "d"
+    return ["    h.plan = plan",
+            "    if tracing:",
+            f"        h.entries = ({''.join(f'v{i}, ' for i in range(len(required)))}v,)",
+            "    else:",
+            f"        h.entries = ({''.join(e + ', ' for e in untraced)}{out},)"]
 
 
 def _only_output(info) -> bool:
