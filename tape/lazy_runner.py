@@ -107,9 +107,7 @@ def _record_lines(info, slots, given_outputs: bool) -> list:
     to ``deferred.codes`` (see ``Records``): its input slots ``slots`` (each input's array or
     ref in ``a{i}``, in the op's slot order) and, with ``given_outputs``, the runner's
     ``outputs``, which leave the codes naming no graph when given."""
-    lines = ["    deferred = tape.deferred",
-             "    if deferred is False:",
-             "        deferred = tape.deferred = Records()",
+    lines = ["    deferred = tape.deferred",     # (a LazyTape's, made with it)
              "    position = len(deferred)",
              "    op.record = (deferred, position)",
              "    deferred.append(None)",
@@ -198,4 +196,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "Records": Records, "list_code": _list_code}
+             "list_code": _list_code}

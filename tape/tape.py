@@ -50,7 +50,9 @@ class Tape:
         self._ops: list[OpHandle] = []
         self._spent = False
         self.tracing = tracing
-        self.deferred = False   # per lazy record, where its op ran (else False: none)
+        # per lazy record, where its op ran (``lazy_runner.Records``; a lazy tape has one from
+        # the start, so that a lazy runner need not ask; else False: none)
+        self.deferred = False
 
     @property
     def lazy(self) -> bool:
@@ -126,6 +128,10 @@ class LazyTape(Tape):
 
     __slots__ = ()
 
+    def __init__(self, tracing: bool = False):
+        super().__init__(tracing)
+        self.deferred = _lazy_runner.Records()
+
     @property
     def lazy(self) -> bool:
         return True
@@ -166,6 +172,8 @@ def _follow_mode(t: Tape | None) -> None:
     recorded ops (lazy and eager ones mix on one tape, and one backward serves both)."""
     if t is not None and type(t) in (Tape, LazyTape):
         t.__class__ = LazyTape if _lazy_mode() else Tape
+        if t.deferred is False and t.__class__ is LazyTape:
+            t.deferred = _lazy_runner.Records()
 
 
 def lazy() -> LazyBlock:
