@@ -1,6 +1,10 @@
 """Per-op cost in CPU instructions: the 100-op chain of per_op.py, counted by valgrind.
 
-    .venv/bin/python benchmarks/instructions.py [--quick]
+    .venv/bin/python benchmarks/instructions.py [--quick] [--lazy]
+
+``--lazy`` counts only lazy Tape's recording of the chain (inside ``tape.lazy()``, nothing
+computed; the ops are freed unrun when the block ends), as dynamic.py's "recorded only" row
+times it.
 
 Time on a shared 2-core machine moves by tens of percent between runs; instructions executed do
 not. Each library's chain runs in a child process under ``valgrind --tool=callgrind`` twice, for
@@ -43,6 +47,17 @@ elif lib == "PyTorch":
         if mode == "backward":
             x.grad = None
             loss.backward()
+elif mode == "record":
+    import tape
+    x = tape.Variable(x_np.copy(), stop_gradient=False)
+    def step():
+        with tape.lazy():
+            tape.reset_global_tape()
+            y = x
+            for _ in range(50):
+                y = y * 1.0001
+                y = y + 0.0001
+            tape.ops.reduce_sum(y, reduce_all=True)
 else:
     import tape
     x = tape.Variable(x_np.copy(), stop_gradient=False)
@@ -75,11 +90,21 @@ def per_op(lib: str, mode: str, few: int, more: int) -> float:
 
 
 def main(argv=None):
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv,
+                      [("--lazy", "count lazy Tape's recording of the chain only")])
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): nothing measured")
         return
     few, more = (5, 15) if args.quick else (10, 60)
+    if args.lazy:
+        figure = per_op(TAPE, "record", few, more) / 1000
+        print(f"## Instructions per op: {OPS - 1} elementwise ops + sum on float32[32]\n")
+        print_table("Tape, lazy, recorded only (nothing computed)",
+                    "thousand instructions per op", [(TAPE, figure, None)])
+        print()
+        print_notes([f"valgrind --tool=callgrind, {more} minus {few} iterations of the chain, "
+                     "per op."])
+        return
     libraries = [NUMPY, TAPE] + ([TORCH] if import_torch() is not None else [])
     print(f"## Instructions per op: {OPS - 1} elementwise ops + sum on float32[32]\n")
     for title, mode in (("forward (recording for backward)", "forward"),

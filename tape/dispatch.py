@@ -40,7 +40,7 @@ class CallPlan:
 
     __slots__ = ("info", "attrs", "attrs_key", "place", "dtype", "kernel", "call", "direct",
                  "specs", "made", "made_whole", "outputs", "wants_grad", "requires_grad",
-                 "backward", "replay", "shaped_by_values")
+                 "backward", "replay", "shaped_by_values", "layout")
 
     def __init__(self, info: OpInfo, attrs: dict, attrs_key, place, dtype: int,
                  specs: dict | None = None, wants_grad: dict | None = None):
@@ -77,6 +77,7 @@ class CallPlan:
             any(wants) for wants in (wants_grad or {}).values())
         self.backward = None
         self.replay = None
+        self.layout = None      # how an EagerHandle lays out its entries (handles.entry_layout)
 
     def value_shaped(self, result) -> tuple:
         """``outputs`` with each spec's shape taken from the kernel's ``result`` (one entry per

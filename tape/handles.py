@@ -40,18 +40,24 @@ class OpHandle:
 
 def _slot_view(slot: str, which: int) -> property:
     """An EagerHandle's ``inputs`` (``which`` 0) or ``outputs`` (1) as ``{slot: [entry]}``,
-    made from its entries when first read and then kept in OpHandle's slot of that name."""
+    made from its entries when first read and then kept in OpHandle's slot of that name (both
+    at once: a reader of one, backward, reads the other too, and each first read costs a
+    caught AttributeError)."""
     kept = OpHandle.__dict__[slot]
 
     def view(self) -> dict:
         try:
             return kept.__get__(self)
         except AttributeError:
-            made = self._slots()[which]
-            kept.__set__(self, made)
-            return made
+            made = self._slots()
+            _INPUTS.__set__(self, made[0])
+            _OUTPUTS.__set__(self, made[1])
+            return made[which]
 
     return property(view, doc=f"``{{slot: [entry]}}`` of the op's {slot}.")
+
+
+_INPUTS, _OUTPUTS = OpHandle.__dict__["inputs"], OpHandle.__dict__["outputs"]
 
 
 class EagerHandle(OpHandle):
@@ -87,8 +93,13 @@ def entry_layout(plan: CallPlan) -> tuple:
     """``(((input slot, count), ...), ((output slot, count), ...))``: how an EagerHandle of
     ``plan`` lays out its entries. The plan's signature fixes it: which optional input slots
     were given and how many Variables each duplicable one took (``wants_grad`` has one flag
-    per Variable of each given slot), and which outputs the shape rule described."""
-    wants = plan.wants_grad
-    ins = tuple((slot, len(wants[slot])) for slot in plan.info.input_names if slot in wants)
-    outs = tuple((slot, len(specs)) for slot, _, specs, _ in plan.outputs if specs is not None)
-    return ins, outs
+    per Variable of each given slot), and which outputs the shape rule described. Made once
+    per plan (``CallPlan.layout``)."""
+    layout = plan.layout
+    if layout is None:
+        wants = plan.wants_grad
+        ins = tuple((slot, len(wants[slot])) for slot in plan.info.input_names if slot in wants)
+        outs = tuple((slot, len(specs)) for slot, _, specs, _ in plan.outputs
+                     if specs is not None)
+        layout = plan.layout = (ins, outs)
+    return layout

@@ -11,58 +11,54 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 from __future__ import annotations
 
 from . import flags as _flags
-from .desc import DENSE_TENSOR, VarDesc
+from . import lazy_replay
+from .desc import VarDesc
 from .pending import LazyOp, order
-from .runner import make_outputs, variable_lines
+from .runner import GRAD_FLOWS, made_lines, make_outputs
 from .variable import Variable
 
 
-def lazy_lines(info, arrays: list, entries: list) -> list:
-    """Lines of the lazy runner of ``info`` after ``plan`` is found; ``arrays`` holds each
-    input slot's ``'name': a{i}`` (an array, a ref or a list of them), ``entries`` the eager
-    runner's lines that fill a handle's ``entries`` (``tape.OpHandle``)."""
-    lines = [
+def lazy_lines(info, flat: list, parts: list) -> list:
+    """Lines of the lazy runner of ``info`` after ``plan`` is found; ``flat`` holds the eager
+    runner's lines that bind each input slot's handle entries, ``parts`` how they go into an
+    EagerHandle's ``entries`` (``tape.runner``)."""
+    single = len(info.outputs) == 1
+    named = ["    if flags.checking:     # (names for the NaN/Inf check's message)",
+             "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}"]
+    filed = _record_lines(info, info.slot_specs, True)
+    return [
         "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
         "        return eager_runner(info)(tape, inputs, attrs, outputs)",
-        "    grad_flows = plan.requires_grad and not local.no_grad_depth",
+        GRAD_FLOWS,
         "    tracing = tape.tracing",
         "    record = grad_flows or tracing",
         "    if record and tape._spent:",
         "        raise spent_error(info)",
-        "    op = new(LazyOp)",
-        "    op.plan = plan",
-        f"    op.args = {{{', '.join(arrays)}}}",
-        "    op.results = op.batch = op.unit = op.users = op.names = op.record = None",
-        "    op.order = next(order)",
-        "    serial = tape.serial if record else 0",
-        "    if record:",
-        "        keeps = info.slot_names if tracing else info.keeps",
-        "        entries = {}",    # (before the outputs: one may be an input, written in place)
-        *("    " + line.replace("\n", "\n    ") for line in entries),
-        "        outs = {}",
-        "        h = new(OpHandle)",
-        "        h.plan, h.inputs, h.outputs = plan, entries, outs",
-        "        tape._ops.append(h)",
+        *_op_lines(info, [f"a{i}" for i in range(len(info.inputs))]),
+        "    made = plan.made if outputs is None else None",
+        "    if not record:",
+        *("    " + line for line in made_lines(info, single, False, lazy=True, tail=named)),
+        "        produced = pending_outputs(op, outputs, False, 0, place, None)",
+        *("    " + line for line in named),
+        "        return produced",
+        # (the inputs' entries before the outputs: a given output may be an input, written
+        # in place)
+        *flat,
+        *made_lines(info, single, True, parts, lazy=True, tail=(*filed, *named)),
+        "    keeps = info.slot_names if tracing else info.keeps",
+        "    outs = {}",
+        "    produced = pending_outputs(op, outputs, grad_flows, tape.serial, place, "
+        "(keeps, outs))",
+        "    h = EagerHandle()",
+        f"    h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts)}"
+        "*[e for es in outs.values() for e in es],)",
+        "    tape._ops.append(h)",
         # the tape's list of lazy records, parallel to its handles, gets ``(unit, row)`` when
         # the op runs (the list and an index, not the op: holding the op would keep what it
         # no longer needs alive, and count as a reader to tape.fusion)
-        "        deferred = tape.deferred",
-        "        if deferred is False:",
-        "            deferred = tape.deferred = Records()",
-        "        position = len(deferred)",
-        "        op.record = (deferred, position)",
-        "        deferred.append(None)",
-        *_code_lines(info),
-        "    made = plan.made if outputs is None else None",
-        "    if made is None:",
-        "        produced = pending_outputs(op, outputs, grad_flows, serial, place, "
-        "(keeps, outs) if record else None)",
-        "    else:",
-        *_new_output_lines(info),
-        "    if flags.checking:     # (names for the NaN/Inf check's message)",
-        "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}",
+        *filed,
+        *named,
         "    return produced"]
-    return lines
 
 
 class Records(list):
@@ -73,13 +69,22 @@ class Records(list):
     waits for, or None for a value it was given. Two tapes with equal codes recorded the same
     graph, op for op and edge for edge (``tape.lazy_replay`` caches the execution of a
     backward under them). None once an op read a pending value from off this tape, or was
-    given its outputs: the codes then name no graph."""
+    given its outputs, or once they grew past the longest lazy_replay keeps a program for:
+    the codes then name no graph."""
 
     __slots__ = ("codes",)
 
     def __init__(self):
         super().__init__()
         self.codes = []
+
+    def coding(self) -> bool:
+        """Whether the codes still name a graph ``tape.lazy_replay`` may keep a program for:
+        past its length limit they are dropped (None), and no longer built."""
+        if len(self.codes) > lazy_replay._MAX_CODES:    # (lazy_replay's limit)
+            self.codes = None
+            return False
+        return True
 
 
 def _list_code(refs: list, deferred) -> tuple:
@@ -97,75 +102,70 @@ def _list_code(refs: list, deferred) -> tuple:
     return tuple(codes)
 
 
-def _code_lines(info) -> list:
-    """Lines that add the op just recorded to ``deferred.codes`` (see ``Records``)."""
-    lines = ["        codes = deferred.codes",
-             "        if codes is not None:",
-             "            if outputs is not None:",
-             "                deferred.codes = None",
-             "            else:",
-             "                codes.append(plan)"]
-    for i, (_, duplicable, dispensable) in enumerate(info.slot_specs):
-        indent = "                "
+def _record_lines(info, slots, given_outputs: bool) -> list:
+    """Lines (indented 4) that file the op just recorded in its tape's ``deferred`` and add it
+    to ``deferred.codes`` (see ``Records``): its input slots ``slots`` (each input's array or
+    ref in ``a{i}``, in the op's slot order) and, with ``given_outputs``, the runner's
+    ``outputs``, which leave the codes naming no graph when given."""
+    lines = ["    deferred = tape.deferred",     # (a LazyTape's, made with it)
+             "    position = len(deferred)",
+             "    op.record = (deferred, position)",
+             "    deferred.append(None)",
+             "    codes = deferred.codes",
+             # (every 256 ops, whether the codes grew past what names a graph: then no more)
+             "    if codes is not None and (position & 255 != 255 or deferred.coding()):"]
+    indent = "        "
+    if given_outputs:
+        lines += [f"{indent}if outputs is not None:",
+                  f"{indent}    deferred.codes = None",
+                  f"{indent}else:"]
+        indent += "    "
+    # (the plan goes in with the first slot's code when that slot takes one input always)
+    planned = bool(slots) and not (slots[0][1] or slots[0][2])
+    if not planned:
+        lines.append(f"{indent}codes.append(plan)")
+    for i, (_, duplicable, dispensable) in enumerate(slots):
+        inner = indent
+        plan = "plan, " if planned and i == 0 else ""
         if dispensable:
-            lines.append(f"{indent}if a{i} is not None:")
-            indent += "    "
+            lines.append(f"{inner}if a{i} is not None:")
+            inner += "    "
         if duplicable:
-            lines += [f"{indent}c = list_code(a{i}, deferred)",
-                      f"{indent}if c is None:",
-                      f"{indent}    deferred.codes = None",
-                      f"{indent}codes.append(c)"]
+            lines += [f"{inner}c = list_code(a{i}, deferred)",
+                      f"{inner}if c is None:",
+                      f"{inner}    deferred.codes = None",
+                      f"{inner}codes.append(c)"]
             continue
-        lines += [f"{indent}if type(a{i}) is tuple:",
-                  f"{indent}    r = a{i}[0].record",
-                  f"{indent}    if r is not None and r[0] is deferred:",
-                  f"{indent}        codes += (r[1], a{i}[1], a{i}[2])",
-                  f"{indent}    else:",
-                  f"{indent}        deferred.codes = None",
-                  f"{indent}else:",
-                  f"{indent}    codes.append(None)"]
+        lines += [f"{inner}if type(a{i}) is tuple:",
+                  f"{inner}    r = a{i}[0].record",
+                  f"{inner}    if r is not None and r[0] is deferred:",
+                  f"{inner}        codes += ({plan}r[1], a{i}[1], a{i}[2])",
+                  f"{inner}    else:",
+                  f"{inner}        deferred.codes = None",
+                  f"{inner}else:",
+                  f"{inner}    codes += ({plan}None,)" if plan else
+                  f"{inner}    codes.append(None)"]
     return lines
 
 
-def _new_output_lines(info) -> list:
-    """Lines that make each output slot's new Variables from ``made``, pending on ``op``
-    (``v._lazy`` is the ref ``(op, slot index, index in the slot or -1)``), into
-    ``produced``, and their handle's entries into ``outs`` (the Variable where backward reads
-    it or the tape traces, else its VarDesc: ``info.keeps`` is fixed when a runner is made)."""
-    if len(info.outputs) == 1 and not info.outputs[0].duplicable:    # (most ops)
-        name = repr(info.outputs[0].name)
-        return ["        m = made[0]",
-                "        if m is None:   # (an output the op does not write)",
-                "            produced = {}",
-                "        else:",
-                *variable_lines("            ", "None", True),
-                "            v._lazy = (op, 0, -1)",
-                f"            produced = {{{name}: [v]}}",
-                "            if record:",
-                f"                outs[{name}] = " + ("[v]" if info.outputs[0].name in info.keeps
-                                                       else "[v] if tracing else [d]")]
-    lines = ["        produced = {}"]
-    for n, slot in enumerate(info.outputs):
-        name = repr(slot.name)
-        kept = "vs" if slot.name in info.keeps else "vs if tracing else [v.desc for v in vs]"
-        lines += [f"        m = made[{n}]", "        if m is not None:"]
-        if slot.duplicable:
-            lines += ["            vs = []",
-                      "            for j, m in enumerate(m):",
-                      *variable_lines("                ", "None", True),
-                      f"                v._lazy = (op, {n}, j)",
-                      "                vs.append(v)",
-                      f"            produced[{name}] = vs",
-                      "            if record:",
-                      f"                outs[{name}] = {kept}"]
-        else:
-            lines += [*variable_lines("            ", "None", True),
-                      f"            v._lazy = (op, {n}, -1)",
-                      f"            produced[{name}] = [v]",
-                      "            if record:",
-                      f"                outs[{name}] = " + ("[v]" if slot.name in info.keeps
-                                                          else "[v] if tracing else [d]")]
-    return lines
+def _op_lines(info, arrays: list, filed: bool = False) -> list:
+    """Lines that make ``op``, the LazyOp of ``plan`` reading ``arrays`` (per input slot, the
+    expression of its array, ref or list of them); ``filed``: its ``record`` is set later."""
+    return ["    op = new(LazyOp)",
+            "    op.plan = plan",
+            "    op.args = {" + ", ".join(f"{s.name!r}: {a}" for s, a in zip(info.inputs, arrays))
+            + "}",
+            "    op.results = op.batch = op.unit = op.users = op.names = "
+            + ("None" if filed else "op.record = None"),
+            "    op.order = next(order)"]
+
+
+def positional_tail(info, arrays: list) -> tuple:
+    """``(head, tail)``: the lines of a lazy positional runner (``tape.positional``) that make
+    its LazyOp, in place of the kernel call, and that file a recorded one in the tape's
+    ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None."""
+    given = [spec for spec, a in zip(info.slot_specs, arrays) if a != "None"]
+    return _op_lines(info, arrays, filed=True), _record_lines(info, given, False)
 
 
 _stand_ins: dict = {}
@@ -196,4 +196,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
              "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "DENSE_TENSOR": DENSE_TENSOR, "Records": Records, "list_code": _list_code}
+             "list_code": _list_code}

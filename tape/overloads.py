@@ -15,7 +15,15 @@ from . import dtypes, ops
 from .attr_signature import signature, token
 from .errors import InvalidArgumentError
 from .registry import op_info
-from .tape import LazyTape, Tape, _local, get_global_tape, positional_runner, runner
+from .tape import (
+    LazyTape,
+    Tape,
+    _local,
+    get_global_tape,
+    lazy_positional_runner,
+    positional_runner,
+    runner,
+)
 from .variable import Variable, as_variable
 
 # numpy defers to Variable's operators (``np.float32(2) * x``, ``np.ones(3) < x``) instead of
@@ -66,8 +74,9 @@ def _binary(op_type: str, by_number=None, reflected: bool = False, by_float=None
             if y is None:
                 return NotImplemented
         t = _local.tape
-        if type(t) is Tape:     # (the positional runner: no dicts in or out)
-            run = info.positional or positional_runner(info)
+        if type(t) is Tape or type(t) is LazyTape:  # (the positional runner: no dicts)
+            run = info.positional or positional_runner(info) if type(t) is Tape else \
+                info.lazy_positional or lazy_positional_runner(info)
             return run(t, _NO_ATTRS, (), y, self) if reflected else run(t, _NO_ATTRS, (), self, y)
         return _run(info, {"X": [y], "Y": [self]} if reflected else {"X": [self], "Y": [y]},
                     _NO_ATTRS, ())
@@ -87,17 +96,23 @@ def _written_out(info, general, reflected: bool, by_float):
                   "        t = local.tape",
                   "        if type(t) is Tape and (run := SCALE.positional) is not None:",
                   "            return run(t, made[0], made[1], self)",
+                  "        if type(t) is LazyTape and (run := SCALE.lazy_positional) is not None:",
+                  "            return run(t, made[0], made[1], self)",
                   "        return run_scale(self, made)"]
     lines += ["    if type(other) is Variable:",
               "        t = local.tape",
               "        if type(t) is Tape and (run := info.positional) is not None:",
               "            return run(t, NO_ATTRS, (), "
               + ("other, self)" if reflected else "self, other)"),
+              "        if type(t) is LazyTape and (run := info.lazy_positional) is not None:",
+              "            return run(t, NO_ATTRS, (), "
+              + ("other, self)" if reflected else "self, other)"),
               "    return general(self, other)"]
     floats: dict = {}
     _float_caches.append(floats)
     namespace = dict(FLOATING=_FLOATING, floats=floats, remembered=_remembered,
-                     by_float=by_float, local=_local, Tape=Tape, SCALE=_SCALE,
+                     by_float=by_float, local=_local, Tape=Tape, LazyTape=LazyTape,
+                     SCALE=_SCALE,
                      run_scale=_run_scale, Variable=Variable, info=info, NO_ATTRS=_NO_ATTRS,
                      general=general)
     exec(compile("\n".join(lines), f"<operator of {info.type}>", "exec"), namespace)
@@ -141,6 +156,8 @@ def _run_scale(x: Variable, made: tuple) -> Variable:
     t = _local.tape
     if type(t) is Tape:     # (the positional runner: no dicts in or out)
         return (_SCALE.positional or positional_runner(_SCALE))(t, made[0], made[1], x)
+    if type(t) is LazyTape:
+        return (_SCALE.lazy_positional or lazy_positional_runner(_SCALE))(t, made[0], made[1], x)
     return _run(_SCALE, {"X": [x]}, made[0], made[1])
 
 

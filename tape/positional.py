@@ -34,10 +34,15 @@ def positional_slots(info) -> tuple | None:
     return tuple(required)
 
 
-def make_positional(info, env: dict):
+def make_positional(info, env: dict, lazy: bool = False):
     """The positional runner of ``info`` (``positional_slots`` must allow one); ``env`` holds
-    what it takes from tape.py: ``local``, ``no_grad_blocks``, ``EagerHandle`` and
-    ``eager_runner``."""
+    what it takes from tape.py: ``local``, ``no_grad_blocks``, ``EagerHandle``,
+    ``eager_runner`` and ``lazy_tail`` (``tape.lazy_runner.positional_tail``).
+
+    A ``lazy`` one serves a lazy tape: an input may also be pending on a lazy op that has not
+    run (its ref is what the op reads), and in place of the kernel call it makes the op's
+    LazyOp and leaves the outputs pending on it, recorded as an eager op is (``EagerHandle``)
+    plus the lazy tape's record (``tape.lazy_runner``)."""
     required = positional_slots(info)
     n = len(required)
     args = "".join(f", v{i}" for i in range(n))
@@ -64,17 +69,27 @@ def make_positional(info, env: dict):
         "        plan = info.plans.get(key)",
         "    except TypeError:",
         "        plan = None"]
-    required_outs = [j for j, s in enumerate(info.outputs)
-                     if not (s.duplicable or s.dispensable)]
     # (each condition binds t{i}, the input's tape, when none before it held)
     served = ["flags.checking"]
     for i in range(n):
-        served.append(f"a{i} is None")
+        if not lazy:
+            served.append(f"a{i} is None")
         if i:
             served.append(f"v{i}.place is not place")
         served.append(f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient")
     lines += [f"    if {' or '.join(served)}:",
-              f"        return general(tape, attrs, sig{args})",
+              f"        return general(tape, attrs, sig{args})"]
+    for i in range(n if lazy else 0):
+        # lazy: an input without a value reads the ref of the op it is pending on, unless
+        # that op ran (the general runner reads its value) or there is none (its error)
+        lines += [f"    if a{i} is None:",
+                  "        try:",
+                  f"            a{i} = v{i}._lazy",
+                  "        except AttributeError:     # (a slot eager Variables never set)",
+                  f"            a{i} = None",
+                  f"        if a{i} is None or a{i}[0].results is not None:",
+                  f"            return general(tape, attrs, sig{args})"]
+    lines += [
               "    if plan is None:",
               "        plan = infer_new(info, {"
               + ", ".join(f"{name!r}: [v{i}]" for i, name in enumerate(required))
@@ -83,51 +98,63 @@ def make_positional(info, env: dict):
               "    made = plan.made_whole",
               "    if made is None:",
               f"        return general(tape, attrs, sig{args})"]
-    arrays = "".join(f", a{i}" for i in range(n)) + ", None" * (len(info.inputs) - n)
+    arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
-    lines += [
-        f"    result = plan.direct(plan.attrs, None{arrays})",
-        GRAD_FLOWS,
-        "    tracing = tape.tracing",
-        "    if not (grad_flows or tracing):",
-        *_output_lines(info, single, False),
-        *_returned(info)]
     entries = []
     for i, name in enumerate(required):
         entries.append(f"v{i}" if name in info.keeps else
                        f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}")
-    lines += [*(line[4:] for line in _output_lines(info, single, True)),
-              "    h = EagerHandle()",
-              "    h.plan, h.entries = plan, ("
-              + "".join(f"{e}, " for e in entries)
-              + "".join(f"o{j}, " if j in required_outs else f"*o{j}, "
-                        for j in range(len(info.outputs))) + ")",
-              "    tape._ops.append(h)",
-              *(line[4:] for line in _returned(info))]
-    return _compiled(info, lines, env)
+    outputs = "".join(f"o{j}, " if not (s.duplicable or s.dispensable) else f"*o{j}, "
+                      for j, s in enumerate(info.outputs))
+    if lazy:
+        head, tail = env["lazy_tail"](info, arrays)
+    else:
+        head = [f"    result = plan.direct(plan.attrs, None{''.join(', ' + a for a in arrays)})"]
+        tail = []
+    lines += [
+        *head,
+        GRAD_FLOWS,
+        "    tracing = tape.tracing",
+        "    if not (grad_flows or tracing):",
+        *(["        op.record = None"] if lazy else []),
+        *_output_lines(info, single, False, lazy),
+        *_returned(info),
+        *(line[4:] for line in _output_lines(info, single, True, lazy)),
+        "    h = EagerHandle()",
+        *_entries_lines(info, required, entries, outputs),
+        "    tape._ops.append(h)",
+        *tail,
+        *(line[4:] for line in _returned(info))]
+    return _compiled(info, lines, env, lazy)
 
 
-def _output_lines(info, single: bool, recorded: bool) -> list:
+def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
     """Lines (indented for the unrecorded branch) that make each output slot's new Variables
     from ``made`` into ``r{j}`` (None for a slot the op does not write; ``v`` itself for an
-    op's one output) and, when ``recorded``, its handle entries into ``o{j}``."""
+    op's one output) and, when ``recorded``, its handle entries into ``o{j}``. A ``lazy``
+    op's outputs hold no value: each is pending on ``op`` (``v._lazy``, ``tape.pending``)."""
     lines = []
     for j, slot in enumerate(info.outputs):
-        value = "result" if single else f"result[{j}]"
+        value = "None" if lazy else "result" if single else f"result[{j}]"
         kept = slot.name in info.keeps
         if slot.duplicable:
+            loop = (f"for k, m in enumerate(made[{j}]):" if lazy else
+                    f"for m, value in zip(made[{j}], {value}):")
             body = [f"r{j} = vs = []",
-                    f"for m, value in zip(made[{j}], {value}):",
-                    *variable_lines("    ", "value", recorded),
+                    loop,
+                    *variable_lines("    ", "None" if lazy else "value", recorded),
+                    *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
                     "    vs.append(v)"]
             if recorded:
                 body.append(f"o{j} = vs" if kept else
                             f"o{j} = vs if tracing else [v.desc for v in vs]")
         else:
             body = variable_lines("", value, recorded, made=f"made[{j}]")
+            if lazy:
+                body.append(f"v._lazy = (op, {j}, -1)")
             if not _only_output(info):
                 body.append(f"r{j} = v")
-            if recorded:
+            if recorded and not _only_output(info):     # (the one output: see _entries_lines)
                 entry = ("v", "d") if not slot.dispensable else ("(v,)", "(d,)")
                 body.append(f"o{j} = {entry[0]}" if kept else
                             f"o{j} = {entry[0]} if tracing else {entry[1]}")
@@ -137,6 +164,22 @@ def _output_lines(info, single: bool, recorded: bool) -> list:
                     *("    " + a for a in absent)]
         lines += ["        " + b for b in body]
     return lines
+
+
+def _entries_lines(info, required: tuple, entries: list, outputs: str) -> list:
+    """Lines that fill handle ``h``: its plan and entries (``entries``: each input's entry;
+    ``outputs``: the outputs' ``o{j}``). An op's one output is ``v`` itself: traced, every
+    entry is its Variable, else the untraced entries, each decided without ``tracing``."""
+    if not _only_output(info):
+        return ["    h.plan = plan",
+                f"    h.entries = ({''.join(e + ', ' for e in entries)}{outputs})"]
+    untraced = [e.replace("tracing or ", "") for e in entries]
+    out = "v" if info.outputs[0].name in info.keeps else "d"
+    return ["    h.plan = plan",
+            "    if tracing:",
+            f"        h.entries = ({''.join(f'v{i}, ' for i in range(len(required)))}v,)",
+            "    else:",
+            f"        h.entries = ({''.join(e + ', ' for e in untraced)}{out},)"]
 
 
 def _only_output(info) -> bool:
@@ -156,7 +199,7 @@ def _returned(info) -> list:
     return [f"        return ({''.join(r + ', ' for r in visible)})"]
 
 
-def _compiled(info, lines: list, env: dict):
+def _compiled(info, lines: list, env: dict, lazy: bool):
     from . import flags as _flags
     from . import place as _places
     from .desc import VarDesc
@@ -168,6 +211,8 @@ def _compiled(info, lines: list, env: dict):
     def general(tape, attrs, sig, *values):
         """The call, given to the general runner: what it returns, as ``tape.ops`` does."""
         inputs = {name: [v] for name, v in zip(names, values) if v is not None}
+        if lazy:
+            return visible_outputs(info, tape.run(info, inputs, attrs, None, sig))
         out = (info.runner or eager_runner(info))(tape, inputs, attrs, None, sig)
         return visible_outputs(info, out)
 
@@ -176,7 +221,10 @@ def _compiled(info, lines: list, env: dict):
                      new=object.__new__, local=env["local"], EagerHandle=env["EagerHandle"],
                      no_grad_blocks=env["no_grad_blocks"],
                      general=general, infer_new=infer_new)
-    exec(compile("\n".join(lines), f"<positional runner of {info.type}>", "exec"), namespace)
+    if lazy:
+        namespace.update(env["lazy_namespace"])
+    name = f"<{'lazy ' if lazy else ''}positional runner of {info.type}>"
+    exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]
 
 

@@ -131,7 +131,8 @@ class OpInfo:
     __slots__ = ("type", "inputs", "outputs", "attrs", "defaults", "infer_shape", "grad",
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
                  "kernel_dtype_attr", "slot_specs", "plans", "attr_cache",
-                 "differentiable_outputs", "keeps", "slot_names", "runner", "positional")
+                 "differentiable_outputs", "keeps", "slot_names", "runner", "positional",
+                 "lazy_positional")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -155,6 +156,7 @@ class OpInfo:
         self.slot_names = frozenset(self.input_names + self.output_names)
         self.runner = None           # its eager runner (tape.runner), made on first use
         self.positional = None       # its positional runner (tape.positional), likewise
+        self.lazy_positional = None  # and its lazy one
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
 
     def check_attrs(self, attrs) -> dict:

@@ -98,7 +98,7 @@ def make_runner(info, env: dict, lazy: bool = False):
         "    if plan is None:",
         "        plan = infer_new(info, inputs, attrs, place, key)"]
     if lazy:    # no kernel call: the op is recorded to run when asked for (tape.lazy_runner)
-        lines += env["lazy_lines"](info, arrays, entries)
+        lines += env["lazy_lines"](info, flat, parts)
         return _compiled(info, lines, env, lazy)
     single = len(info.outputs) == 1
     lines += [
@@ -121,10 +121,10 @@ def make_runner(info, env: dict, lazy: bool = False):
         "        raise spent_error(info)",
         "    made = plan.made if outputs is None else None",
         "    if not record:",
-        *("    " + line for line in _made_lines(info, single, False)),
+        *("    " + line for line in made_lines(info, single, False)),
         f"        return make_outputs(plan, {result}, outputs, False, 0, place, None)",
         *flat,      # one tuple of entries (EagerHandle), not a dict and a list per slot
-        *_made_lines(info, single, True, parts),
+        *made_lines(info, single, True, parts),
         "    keeps = info.slot_names if tracing else info.keeps",
         "    outs = {}",
         f"    produced = make_outputs(plan, {result}, outputs, grad_flows, tape.serial, place, "
@@ -156,12 +156,15 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
     return namespace["run"]
 
 
-def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -> list:
+def made_lines(info, single: bool, recorded: bool, parts: list | None = None,
+                lazy: bool = False, tail: tuple = ()) -> list:
     """Lines that make an eager op's new outputs from ``made`` (``CallPlan.made``) and return
     them, when it is not None; what ``make_outputs`` does, written out for the op's slots (a
     call and a loop less per op, and no VarDesc or Variable constructor call). A ``recorded``
     op's handle is an EagerHandle of the input entries' ``parts`` and the outputs' (an op
-    whose shape rule left a required output undescribed takes the generic path)."""
+    whose shape rule left a required output undescribed takes the generic path). A ``lazy``
+    op's outputs hold no value: each is pending on ``op`` (``v._lazy``, ``tape.pending``).
+    ``tail``: lines (indented 4) run last, before the return."""
     required = [n for n, slot in enumerate(info.outputs)
                 if recorded and not (slot.duplicable or slot.dispensable)]
     lines = ["    if made is not None"
@@ -172,11 +175,15 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
     outs = []
     for n, slot in enumerate(info.outputs):
         value, name = "result" if single else f"result[{n}]", repr(slot.name)
+        if lazy:
+            value = "None"
         lines += [f"        m = made[{n}]", "        if m is not None:"]
         if slot.duplicable:
             lines += ["            vs = []",
+                      "            for k, m in enumerate(m):" if lazy else
                       f"            for m, value in zip(m, {value}):",
-                      *variable_lines("                ", "value", recorded),
+                      *variable_lines("                ", "None" if lazy else "value", recorded),
+                      *([f"                v._lazy = (op, {n}, k)"] if lazy else []),
                       "                vs.append(v)",
                       f"            produced[{name}] = vs"]
             if recorded:
@@ -184,6 +191,7 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
                              f"            o{n} = vs if tracing else [v.desc for v in vs]")
         else:
             lines += [*variable_lines("            ", value, recorded),
+                      *([f"            v._lazy = (op, {n}, -1)"] if lazy else []),
                       f"            produced[{name}] = [v]"]
             if recorded:
                 kept, desc = ("v", "d") if n in required else ("(v,)", "(d,)")
@@ -197,7 +205,7 @@ def _made_lines(info, single: bool, recorded: bool, parts: list | None = None) -
         lines += ["        h = EagerHandle()",
                   f"        h.plan, h.entries = plan, ({''.join(p + ', ' for p in parts + outs)})",
                   "        tape._ops.append(h)"]
-    return lines + ["        return produced"]
+    return lines + ["    " + line for line in tail] + ["        return produced"]
 
 
 def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> list:

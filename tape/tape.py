@@ -50,7 +50,9 @@ class Tape:
         self._ops: list[OpHandle] = []
         self._spent = False
         self.tracing = tracing
-        self.deferred = False   # per lazy record, where its op ran (else False: none)
+        # per lazy record, where its op ran (``lazy_runner.Records``; a lazy tape has one from
+        # the start, so that a lazy runner need not ask; else False: none)
+        self.deferred = False
 
     @property
     def lazy(self) -> bool:
@@ -126,6 +128,10 @@ class LazyTape(Tape):
 
     __slots__ = ()
 
+    def __init__(self, tracing: bool = False):
+        super().__init__(tracing)
+        self.deferred = _lazy_runner.Records()
+
     @property
     def lazy(self) -> bool:
         return True
@@ -166,10 +172,11 @@ def _follow_mode(t: Tape | None) -> None:
     recorded ops (lazy and eager ones mix on one tape, and one backward serves both)."""
     if t is not None and type(t) in (Tape, LazyTape):
         t.__class__ = LazyTape if _lazy_mode() else Tape
+        if t.deferred is False and t.__class__ is LazyTape:
+            t.deferred = _lazy_runner.Records()
 
 
-@contextlib.contextmanager
-def lazy():
+def lazy() -> LazyBlock:
     """Inside the block, this thread's ops are recorded and computed only when a value is
     asked for (``value()``, ``numpy()``, ``item()``, ``np.asarray``, printing, ``backward()``),
     and then only the ops that value needs.
@@ -184,12 +191,23 @@ def lazy():
     ...     loss = tape.ops.mean(model(x))      # shapes checked here; nothing computed
     ...     loss.backward()                     # runs the forward ops, then backward
     """
-    _local.lazy_depth += 1
-    _follow_mode(_local.tape)
-    try:
-        with _pending.collector_paused():
-            yield
-    finally:
+    return LazyBlock()
+
+
+class LazyBlock(_pending.CollectorPaused):
+    """What ``lazy()`` returns: its block, with the collector paused. A class, not a
+    generator context manager: a lazy block per iteration or per sample is common, and this
+    costs a third of one."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _local.lazy_depth += 1
+        _follow_mode(_local.tape)
+        super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__()
         _local.lazy_depth -= 1
         _follow_mode(_local.tape)
 
@@ -206,7 +224,8 @@ _RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
                "restart": reset_global_tape, "OpHandle": OpHandle,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
-               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE}
+               "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE,
+               "lazy_tail": _lazy_runner.positional_tail}
 _lazy_runners: dict = {}
 
 
@@ -228,6 +247,15 @@ def positional_runner(info: OpInfo):
     if info.positional is None and positional_slots(info) is not None:
         info.positional = make_positional(info, _RUNNER_ENV)
     return info.positional
+
+
+def lazy_positional_runner(info: OpInfo):
+    """The lazy positional runner of op ``info`` (``tape.positional`` with lazy=True; made on
+    first use, then ``info.lazy_positional``), or None when the op's slots allow none: what
+    ``tape.ops.<type>`` and the operators call on a lazy tape."""
+    if info.lazy_positional is None and positional_slots(info) is not None:
+        info.lazy_positional = make_positional(info, _RUNNER_ENV, lazy=True)
+    return info.lazy_positional
 
 
 def lazy_runner(info: OpInfo):

@@ -8,9 +8,10 @@ one Variable, or a tuple in proto order.
 import builtins
 import inspect
 
+from .. import tape as tape_module
 from ..positional import positional_slots
 from ..registry import REGISTRY
-from ..tape import Tape, _local, get_global_tape, positional_runner
+from ..tape import LazyTape, Tape, _local, get_global_tape
 
 # each family registers its ops on import
 from . import (  # noqa: F401
@@ -60,12 +61,14 @@ def _make_op_function(info):
         # (no slot given by name: a test per slot costs less than a set's isdisjoint call)
         unnamed = (" and ".join(f"{name!r} not in attrs" for name, _ in slots)
                    if len(slots) <= 3 else "by_name.isdisjoint(attrs)")
-        plain = ["type(t) is Tape", *(f"a{i} is None" for i in builtins.range(
-            len(required), len(slots))), *([f"(not attrs or {unnamed})"] if slots else []),
-            "Tape.run is tape_run"]
-        lines += [f"    if {' and '.join(plain)}:",
-                  "        return positional(t, attrs, None"
-                  + "".join(f", a{i}" for i in builtins.range(len(required))) + ")"]
+        plain = [*(f"a{i} is None" for i in builtins.range(len(required), len(slots))),
+                 *([f"(not attrs or {unnamed})"] if slots else [])]
+        given = "".join(f", a{i}" for i in builtins.range(len(required)))
+        lines += [f"    if {' and '.join(plain or ['True'])}:",
+                  "        if type(t) is Tape and Tape.run is tape_run:",
+                  f"            return positional(t, attrs, None{given})",
+                  "        if type(t) is LazyTape and LazyTape.run is lazy_tape_run:",
+                  f"            return lazy_positional(t, attrs, None{given})"]
     lines.append("    inputs = {}")
     for i, (name, many) in enumerate(slots):
         lines += [f"    if a{i} is not None:",
@@ -95,14 +98,21 @@ def _make_op_function(info):
 
     namespace = {"info": info, "local": _local, "get_global_tape": get_global_tape,
                  "too_many": _too_many, "by_name": duplicable.keys(),
-                 "named_slots": named_slots, "Tape": Tape, "tape_run": Tape.run}
+                 "named_slots": named_slots, "Tape": Tape, "tape_run": Tape.run,
+                 "LazyTape": LazyTape, "lazy_tape_run": LazyTape.run}
 
     def first_positional(*args):
         """The op's positional runner, made on its first call (then called directly)."""
-        run = namespace["positional"] = positional_runner(info)
+        run = namespace["positional"] = tape_module.positional_runner(info)
+        return run(*args)
+
+    def first_lazy_positional(*args):
+        """Its lazy positional runner, likewise."""
+        run = namespace["lazy_positional"] = tape_module.lazy_positional_runner(info)
         return run(*args)
 
     namespace["positional"] = first_positional
+    namespace["lazy_positional"] = first_lazy_positional
     exec(compile("\n".join(lines), f"<tape.ops.{info.type}>", "exec"), namespace)
     op = namespace["op"]
     op.__name__ = op.__qualname__ = info.type
