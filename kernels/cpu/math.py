@@ -191,7 +191,10 @@ def _scale_with_attrs(attrs: dict, dtype: int):
     left to decide per call; None (the general kernel) for the rest."""
     if dtype not in dtypes.FLOATING or not attrs["bias_after_scale"]:
         return None
-    factor, bias = attrs["scale"], attrs["bias"]
+    # as X's scalar type: numpy takes a Python float the slow way, and gives the same bits (a
+    # Python float operand is cast to X's dtype first)
+    as_x = dtypes.to_numpy(dtype).type
+    factor, bias = as_x(attrs["scale"]), as_x(attrs["bias"])
     if bias == 0.0 and math.copysign(1.0, bias) < 0.0:
         return lambda attrs, wants, X, ScaleTensor=None, BiasTensor=None: X * factor
     if factor == 1.0:
