@@ -27,7 +27,6 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 from __future__ import annotations
 
 from . import dtypes
-from . import flags as _flags
 from .batch_rules import SHARED
 from .batched_grads import (
     add_rows,
@@ -44,17 +43,15 @@ from .pending import collector_paused, prune, read
 from .variable import Variable
 
 
-def run_batched_backward(handles: list, records: list, loss, unbatched: bool) -> bool:
+def run_batched_backward(handles: list, records: list, loss) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
     did not run or wants no gradient): the loss computed (running the forward ops), then the
     grad steps unit by unit. False, having changed nothing but computing the loss, where it
     does not apply (where the forward does not batch, it also drops ``records``: the per-op
-    path makes no units). ``unbatched``: also where the forward does not batch but no forward
-    op could join a fused chain (``_forward_batches``)."""
+    path makes no units)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
-    how = _forward_batches(loss, batching, unbatched and _UNBATCHED_BY_UNITS)
-    if how is None:
+    if not _forward_batches(loss, batching):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
     units = []
@@ -82,7 +79,7 @@ def run_batched_backward(handles: list, records: list, loss, unbatched: bool) ->
         seed = _seed(handles, records, loss)
         if seed is None:
             return False
-        if how == COMPUTED and len(units) * 2 > len(handles):
+        if len(units) * 2 > len(handles):
             return False    # (a loss computed before, by ops that did not batch)
         for unit in units:
             if not _applies(unit):
@@ -129,57 +126,36 @@ def run_batched_backward(handles: list, records: list, loss, unbatched: bool) ->
 _SAMPLES = 4
 
 
-def _forward_batches(loss, batching, unbatched: bool):
-    """Compute the loss, if it is pending, when its forward ops batch (``_SAMPLES`` of the ops
-    ready first share a signature: ``BATCHED``) or, with ``unbatched`` and fusion on, when none
-    of them could join a fused chain (``UNBATCHED``: the per-op path would gain nothing by
-    deferring the grad ops to run them with the forward ops); ``COMPUTED`` if it was computed
-    before. None, having run nothing, otherwise. (With fusion off the per-op path stays: where
-    nothing batches, it adds a variable's gradient parts in eager backward's order, bit for
-    bit, where units add them in reverse order of execution.)"""
+def _forward_batches(loss, batching) -> bool:
+    """Compute the loss, if it is pending, when its forward ops batch: ``_SAMPLES`` of the ops
+    ready first share a signature. False, having run nothing, otherwise."""
     ref = loss._lazy
     if ref is None or loss._value is not None:
-        return COMPUTED
+        return True
     with collector_paused():
         needed = prune([ref[0]])
         counts = {}
-        agenda = None
         for op in needed:
             if not op.waiting and op.plan is not None:
                 sig = batching.signature(op)
                 if sig is not op:
                     count = counts.get(sig, 0) + 1
                     if count >= _SAMPLES:
-                        how = BATCHED
                         break
                     counts[sig] = count
         else:
-            flags = _flags.flags
-            if unbatched and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]:
-                agenda = batching.Agenda(needed)
-                if agenda.may_fuse:
-                    agenda = None
-            if agenda is None:
-                for op in needed:   # (unmarked: the per-op path walks again)
-                    op.users = None
-                return None
-            how = UNBATCHED
+            for op in needed:   # (unmarked: the per-op path walks again)
+                op.users = None
+            return False
         try:
-            batching.run_ops(needed, agenda)
+            batching.run_ops(needed)
         except BaseException:
             for op in needed:
                 op.users = None
             raise
     loss._value = read(ref)
     loss._lazy = None
-    return how
-
-
-# Whether a graph whose forward does not batch goes by units where none of its forward ops
-# could join a fused chain (tests pin the per-op path by turning it off)
-_UNBATCHED_BY_UNITS = True
-# How ``_forward_batches`` found the loss
-BATCHED, UNBATCHED, COMPUTED = "batched", "unbatched", "computed"
+    return True
 
 
 def _by_stamp(unit) -> int:

@@ -38,11 +38,10 @@ from .pending import LazyOp, ShapeOnly, arrays_of, read
 from .units import note_fused, note_unit
 
 
-def run_ops(needed: list, agenda=None) -> None:
+def run_ops(needed: list) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
     when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
-    on, each chain ``tape.fusion`` finds among them runs as one loop. ``agenda``: the
-    ``Agenda`` of ``needed``, if the caller made it already."""
+    on, each chain ``tape.fusion`` finds among them runs as one loop."""
     flags = _flags.flags
     fusion = len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]
     if len(needed) == 1 or not flags["FLAGS_lazy_batching"]:
@@ -53,8 +52,7 @@ def run_ops(needed: list, agenda=None) -> None:
             op.users = None
             run_one(op)
         return
-    if agenda is None:
-        agenda = Agenda(needed)
+    agenda = Agenda(needed)
     # Looking for chains costs a few µs of Python per op (``fusion.fuse_chains``); the
     # agenda's pass over the ops tells whether any could join one, so that an execution of
     # small arrays (every Tree-LSTM and LM step) skips the search

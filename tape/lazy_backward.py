@@ -76,14 +76,8 @@ def run_lazy_backward(ops: list, loss, records) -> None:
             attempt = lazy_replay.attempt(ops, loss, records)
             if attempt is True:     # (a cached program ran it)
                 return
-            # by units where the forward batches, or, where no cached program may be made
-            # (``lazy_replay``: it is made from the per-op path), where no forward op could
-            # join a fused chain: the per-op path defers every grad op, schedules and runs it
-            # with the forward ops to let fusion join them, which costs more than it saves
-            # where nothing joins (the hand-batched LM step: 101 M instructions executing by
-            # the per-op path, 72 M by units)
             if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
-                    and run_batched_backward(ops, records, loss, attempt is None):
+                    and run_batched_backward(ops, records, loss):
                 if attempt is not None:
                     attempt.refuse_graph()
                 return

@@ -119,11 +119,9 @@ def test_a_batch_takes_rows_of_an_earlier_batch_in_any_order(kernel_calls):
 
 def test_gradient_accumulations_of_the_per_op_path_batch_bit_for_bit(kernel_calls,
                                                                      monkeypatch):
-    """The per-op path (a graph too small to go by units, here by raising the bar and turning
-    off units where nothing batches) defers each grad op; a variable's gradient parts are
-    summed by Accumulations, which batch."""
+    """The per-op path (a graph too small to go by units, here by raising the bar) defers
+    each grad op; a variable's gradient parts are summed by Accumulations, which batch."""
     monkeypatch.setattr(batched_backward, "_SAMPLES", 10 ** 9)
-    monkeypatch.setattr(batched_backward, "_UNBATCHED_BY_UNITS", False)
     rng = np.random.default_rng(8)
     xs = [Variable(floats(rng, (2, 5)), stop_gradient=False) for _ in range(6)]
     groups = []

@@ -2,12 +2,14 @@
 computed alone, within float32 rounding where a batch is one matrix product or one sum), fewer
 kernel calls, shared inputs passed once, DyNet's agenda (gradient rows across batches and the
 Tree-LSTM over 16 trees: test_batched_gradient_rows.py)."""
+import contextlib
+
 import numpy as np
 import pytest
 from batching_cases import assert_unbatched_equal_bit_for_bit, batching_off, floats, run_lazily
 
 import tape
-from tape import Variable, batched_backward, ops
+from tape import Variable, ops
 
 
 def test_independent_chains_run_as_one_call_per_op_bit_for_bit(kernel_calls):
@@ -111,10 +113,9 @@ def test_a_lone_op_waits_while_other_work_can_run(kernel_calls):
 
 
 def test_a_backward_that_goes_op_by_op_makes_no_units(monkeypatch, units_made):
-    """One sample's graph goes by the per-op path (here as the graphs that go by units where
-    nothing batches are turned off): the forward ops it runs make no units (only a backward by
-    units reads them), and its gradients are eager's bit for bit; 16 samples go by units."""
-    monkeypatch.setattr(batched_backward, "_UNBATCHED_BY_UNITS", False)
+    """One sample's graph goes by the per-op path: the forward ops it runs make no units (only
+    a backward by units reads them), and its gradients are eager's bit for bit; 16 samples
+    go by units."""
     made = units_made
     rng = np.random.default_rng(5)
     w = Variable(floats(rng, (4, 4)), stop_gradient=False)
@@ -215,3 +216,29 @@ def _eager_gradients(x, w):
     xe, we = (Variable(v.value(), stop_gradient=False) for v in (x, w))
     ops.reduce_sum(ops.tanh(ops.mul(xe, we)) * 2.0).backward()
     return xe.grad.numpy(), we.grad.numpy()
+
+
+def test_a_graph_that_does_not_batch_gives_eager_gradients_at_every_backward():
+    """Three ops of one signature (fewer than a batch of samples) share x, which gets three
+    gradient parts: lazily, with fusion on and arrays too small to fuse, they are added in
+    eager backward's order at the graph's first backward as at its later ones (which build and
+    run its cached program)."""
+    rng = np.random.default_rng(9)
+    x = Variable(floats(rng, (1, 4)), stop_gradient=False)
+    es = [Variable(floats(rng, (1, 4)), stop_gradient=False) for _ in range(3)]
+
+    def loss():
+        return ops.reduce_sum(ops.sum([ops.tanh(x + e) for e in es]), reduce_all=True)
+
+    def gradients(lazy):
+        for v in (x, *es):
+            v.grad = None
+        with tape.lazy() if lazy else contextlib.nullcontext():
+            tape.reset_global_tape()
+            loss().backward()
+        return [v.grad.numpy() for v in (x, *es)]
+
+    eager = gradients(lazy=False)
+    for _ in range(3):
+        for got, want in zip(gradients(lazy=True), eager, strict=True):
+            np.testing.assert_array_equal(got, want)
