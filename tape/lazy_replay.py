@@ -49,7 +49,7 @@ _MAX_SEEN = 4096
 # Graphs up to about 2,000 ops: a walker is one written-out line or two per op and edge, and
 # Python compiles a function of tens of thousands of lines in seconds (7,800 ops: 19 s); the
 # larger graphs of many samples per tape go by their forward batches (tape.batched_backward)
-_MAX_CODES = 8192
+MAX_CODES = 8192
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
 replays = 0             # backwards a cached program ran (tests check reuse)
 
@@ -104,7 +104,7 @@ def attempt(handles: list, loss, records):
             not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
         return None
     record = ref[0].record
-    if record is None or record[0] is not records or len(codes) > _MAX_CODES:
+    if record is None or record[0] is not records or len(codes) > MAX_CODES:
         return None
     signature = (tuple(codes), record[1], ref[1], ref[2])
     entry = _entries.get(signature, _MISSING)

@@ -81,7 +81,7 @@ class Records(list):
     def coding(self) -> bool:
         """Whether the codes still name a graph ``tape.lazy_replay`` may keep a program for:
         past its length limit they are dropped (None), and no longer built."""
-        if len(self.codes) > lazy_replay._MAX_CODES:    # (lazy_replay's limit)
+        if len(self.codes) > lazy_replay.MAX_CODES:    # (lazy_replay's limit)
             self.codes = None
             return False
         return True

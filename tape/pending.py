@@ -163,7 +163,7 @@ def compute(refs: list) -> list:
     return [read(ref) for ref in refs]
 
 
-class CollectorPaused:
+class collector_paused:
     """Python's cycle collector off inside the block (``with collector_paused():``). Executing
     (or deferring a backward of) a large lazy graph makes many small objects, none in a cycle;
     each collection would walk every live op and value, and on a Tree-LSTM of 16 trees that
@@ -180,8 +180,6 @@ class CollectorPaused:
         if self.collecting:
             gc.enable()
 
-
-collector_paused = CollectorPaused
 
 
 def prune(ops) -> list:

@@ -194,7 +194,7 @@ def lazy() -> LazyBlock:
     return LazyBlock()
 
 
-class LazyBlock(_pending.CollectorPaused):
+class LazyBlock(_pending.collector_paused):
     """What ``lazy()`` returns: its block, with the collector paused. A class, not a
     generator context manager: a lazy block per iteration or per sample is common, and this
     costs a third of one."""

@@ -208,7 +208,7 @@ def test_graph_codes_stop_once_past_what_names_a_graph():
         for _ in range(300):
             y = y * 1.0
         assert t.deferred.codes is not None and len(t.deferred.codes) == 2 + 4 * 299
-        while len(t.deferred) < lazy_replay._MAX_CODES // 4 + 512:
+        while len(t.deferred) < lazy_replay.MAX_CODES // 4 + 512:
             y = y * 1.0
         assert t.deferred.codes is None
         loss = tape.ops.reduce_sum(y, reduce_all=True)
