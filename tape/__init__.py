@@ -28,4 +28,5 @@ from .tape import (  # noqa: F401
     reset_global_tape,
 )
 from .variable import Variable  # noqa: F401
+from .function import Function, function  # noqa: F401
 from .static.visualize import visualize  # noqa: F401

@@ -153,6 +153,19 @@ _RULES = {
     "lookup_table_v2": _lookup,
 }
 
+
+
+def rule_for(op_type: str):
+    """The batch rule of ``op_type`` (``rule(plan, {slot: [shape]})``, see above), or None."""
+    return _RULES.get(op_type)
+
+
+def add_rule(op_type: str, rule) -> None:
+    """Give ``op_type``, registered after import (a traced function's op, ``tape.function``),
+    batch rule ``rule``; its grad op follows it as any grad op follows its forward op's."""
+    _RULES[op_type] = rule
+
+
 rule_cache: dict = {}
 
 

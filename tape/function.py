@@ -1,0 +1,171 @@
+"""``tape.function``: a Python function of Variables traced once per signature and recorded
+as one op (TensorFlow's ``tf.function``, JAX's ``jit``, Paddle's ``to_static``, in Tape's terms).
+
+Tracing runs the function on placeholder Variables on a private recording tape (a LazyTape:
+every op checked and its shape rule asked, no kernel run) and keeps what it recorded as a
+``function_program.Graph``; ``function_op`` registers the op that runs it.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+
+from .errors import InvalidArgumentError
+from .function_op import register_function_op
+from .function_program import Graph, Step
+from .grad_replay import shape_only
+from .tape import LazyTape, get_global_tape, using_tape
+from .var_desc import VarDesc
+from .variable import Variable, forbid_value_reads, new_variable
+
+
+def function(fn):
+    """Trace ``fn``, a function of Variables returning a Variable or a tuple/list of them, once
+    per signature, and record each call as ONE op.
+
+    A call records one op whose inputs are the arguments plus every Variable ``fn``'s ops read
+    that no argument leads to (its *captured* Variables: parameters of the layers it calls, or
+    any other Variable, pending or not) and whose outputs are ``fn``'s. Forward values equal
+    ``fn``'s own, bit for bit; gradients flow to the arguments and the captured Variables as if
+    ``fn``'s ops had been recorded one by one (a captured weight's gradient parts of one call
+    are summed first, so over several calls they may round differently). On a lazy tape, calls
+    of one trace with the same captured Variables run as one batched call where every traced
+    op is row-wise in the arguments. On a tracing tape (``tape.static.trace``, export) ``fn``
+    is called inline, so programs hold only Paddle's ops.
+
+    ``fn`` is traced again when the arguments' shapes, dtypes, places or stop_gradient change,
+    or when a captured Variable is gone, computed on another tape, or changed stop_gradient.
+    As with ``jit``, ``fn`` must not depend on values: reading one while tracing
+    (``numpy()``, ``item()``, ``bool()``...) raises, and Python control flow can depend only on
+    shapes. Captured Variables are those found when tracing: a Variable that should differ per
+    call must be an argument.
+
+    >>> @tape.function
+    ... def cell(x, h):
+    ...     return ops.tanh(linear(ops.concat([x, h], axis=1)))   # linear's weights captured
+    >>> h = cell(x, h)                                                 # one recorded op
+    """
+    return Function(fn)
+
+
+class Function:
+    """What ``tape.function`` returns: calling it records ``fn`` as one op (see ``function``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.traces: dict = {}      # the arguments' signature -> _Trace
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        t = get_global_tape()
+        if t.tracing:
+            return self.fn(*args)
+        for a in args:
+            if not isinstance(a, Variable):
+                raise InvalidArgumentError(
+                    f"tape.function {self.fn.__name__}: arguments must be Variables; received "
+                    f"{type(a).__name__} (pass a constant by closure)")
+        key = tuple((a.desc.shape, a.desc.dtype, a.place, a.desc.stop_gradient) for a in args)
+        trace = self.traces.get(key)
+        captured = None if trace is None else trace.captured_now(t.serial)
+        if captured is None:
+            trace = self.traces[key] = _trace(self.fn, args, t)
+            captured = trace.captured_now(t.serial)
+        inputs = {"Args": list(args), "Captured": captured} if captured else {"Args": list(args)}
+        out = t.run(trace.info, inputs, None)["Out"]
+        return out[0] if trace.single else tuple(out)
+
+
+class _Trace:
+    """One trace of a function: its op (``info``), its captured Variables (weakly: a trace
+    must not keep an activation alive) and whether they wanted gradients, and whether the
+    function returned one Variable (``single``)."""
+
+    __slots__ = ("info", "captured", "captured_wants", "single")
+
+    def __init__(self, info, captured: list, single: bool):
+        self.info = info
+        self.captured = [weakref.ref(v) for v in captured]
+        self.captured_wants = [not v.desc.stop_gradient for v in captured]
+        self.single = single
+
+    def captured_now(self, serial: int) -> list | None:
+        """The captured Variables, or None where the trace no longer holds for tape
+        ``serial``: one is gone, was computed on another tape, or changed stop_gradient."""
+        found = []
+        for ref, wants in zip(self.captured, self.captured_wants):
+            v = ref()
+            if v is None or v._tape not in (0, serial) or v.desc.stop_gradient == wants:
+                return None
+            found.append(v)
+        return found
+
+
+def _trace(fn, args: tuple, outer) -> _Trace:
+    """Run ``fn`` on placeholders of ``args`` on a recording LazyTape and register the op of
+    what it recorded. The recorder takes the serial of ``outer``, the tape the call records on,
+    so that the Variables recorded there read as current, not stale."""
+    name = getattr(fn, "__name__", "function")
+    placeholders = [new_variable(VarDesc(f"{name}.arg{i}", a.desc.shape, a.desc.dtype,
+                                         stop_gradient=a.desc.stop_gradient),
+                                 shape_only(a.desc.shape, a.desc.dtype), 0, a.place)
+                    for i, a in enumerate(args)]
+    recorder = LazyTape(tracing=True)
+    recorder.serial = outer.serial
+    with using_tape(recorder), forbid_value_reads():
+        result = fn(*placeholders)
+    single = isinstance(result, Variable)
+    outputs = [result] if single else result
+    if not isinstance(outputs, (tuple, list)) or not outputs or \
+            not all(isinstance(v, Variable) for v in outputs):
+        raise InvalidArgumentError(f"tape.function {name}: the function must return a Variable "
+                                   f"or a tuple/list of Variables; it returned {result!r}")
+    graph, captured = _graph(recorder, placeholders, outputs, name)
+    return _Trace(register_function_op(graph, name), captured, single)
+
+
+def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:
+    """``(Graph, captured Variables)`` of the ops on ``recorder`` that ``outputs`` need."""
+    handles = list(recorder)
+    made_by = {id(e.desc): n for n, h in enumerate(handles)
+               for es in h.outputs.values() for e in es}
+    for v in outputs:
+        if id(v.desc) not in made_by:
+            raise InvalidArgumentError(
+                f"tape.function {name}: it returns {v.name}, which no op inside it computed "
+                f"(an argument or a captured Variable as it is); return an op's result")
+    needed, wanted = set(), {id(v.desc) for v in outputs}
+    for n in range(len(handles) - 1, -1, -1):
+        if any(id(e.desc) in wanted for es in handles[n].outputs.values() for e in es):
+            needed.add(n)
+            wanted.update(id(e.desc) for es in handles[n].inputs.values() for e in es)
+    kept = [handles[n] for n in sorted(needed)]
+    index = {id(p.desc): i for i, p in enumerate(placeholders)}
+    captured = []
+    for h in kept:
+        for es in h.inputs.values():
+            for e in es:
+                if id(e.desc) not in index and id(e.desc) not in made_by:
+                    index[id(e.desc)] = len(placeholders) + len(captured)
+                    captured.append(e)
+    size = len(index)
+    steps = []
+    for h in kept:
+        info = h.plan.info
+        ins = tuple((s.name, s.duplicable, tuple(index[id(e.desc)]
+                                                 for e in h.inputs.get(s.name, ())))
+                    for s in info.inputs)
+        for es in h.outputs.values():
+            for e in es:
+                index[id(e.desc)] = size
+                size += 1
+        outs = tuple((s.name, s.duplicable, tuple(index[id(e.desc)]
+                                                  for e in h.outputs.get(s.name, ())))
+                     for s in info.outputs)
+        steps.append(Step(info, h.plan.attrs, h.plan.attrs_key, ins, outs))
+    inputs = placeholders + captured
+    graph = Graph(tuple(steps), len(placeholders),
+                  tuple(not v.desc.stop_gradient for v in inputs),
+                  tuple(v.desc.dtype for v in inputs),
+                  tuple(index[id(v.desc)] for v in outputs), size, placeholders[0].place)
+    return graph, captured

@@ -1,0 +1,211 @@
+"""The ops a traced function recorded (``tape.function``), run as one op's kernels.
+
+A ``Graph`` is what tracing found, independent of shapes: the traced ops in record order, each
+input bound to a value (the function's arguments first, then its captured Variables, then the
+traced ops' outputs), and which values the function returns. A ``Program`` is the graph at one
+signature of its inputs (shapes and dtypes): each op's CallPlan, asked of the dispatch core's
+``infer`` once per signature, so the same graph serves the shapes it was traced at and the
+concatenated arguments of a lazy batch. ``forward`` runs each plan with ``invoke``; ``backward``
+runs the traced ops' grad steps in reverse (``grad_replay.prepare``, which reads them through
+``tape.grad_steps``), adding a value's gradient parts in the order eager backward adds them.
+"""
+from __future__ import annotations
+
+from . import dtypes
+from .batch_rules import CAT, SHARED, rule_for
+from .dispatch import infer, invoke
+from .grad_replay import prepare, shape_only
+from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, META_OUT, OUT_GRAD, TEMP
+from .var_desc import VarDesc
+
+
+class Step:
+    """One traced op: its OpInfo, checked attributes (and their key), and per slot, in the
+    op's slot order, the values it reads (``ins``) and writes (``outs``), as
+    ``((slot, duplicable, (value index, ...)), ...)``; a slot it was not given, or an output
+    it does not write, binds none."""
+
+    __slots__ = ("info", "attrs", "attrs_key", "ins", "outs")
+
+    def __init__(self, info, attrs, attrs_key, ins, outs):
+        self.info = info
+        self.attrs = attrs
+        self.attrs_key = attrs_key
+        self.ins = ins
+        self.outs = outs
+
+
+class Graph:
+    """What tracing a function found: ``steps`` (Steps in record order) over ``size`` values,
+    of which the first ``inputs`` are the op's inputs (``arguments`` arguments, then the
+    captured Variables), with ``wants`` saying which of those want gradients and
+    ``input_dtypes`` their dtypes; ``outputs`` are the returned values' indices; ``place`` is
+    where the traced ops ran."""
+
+    def __init__(self, steps: tuple, arguments: int, wants: tuple, input_dtypes: tuple,
+                 outputs: tuple, size: int, place):
+        self.steps = steps
+        self.inputs = len(wants)
+        self.arguments = arguments
+        self.wants = wants
+        self.input_dtypes = input_dtypes
+        self.outputs = outputs
+        self.size = size
+        self.place = place
+        self.programs: dict = {}     # ((shape, dtype code), ...) of the inputs -> Program
+        self.by_arrays: dict = {}    # ((shape, numpy dtype), ...) of input arrays -> Program
+
+    def program(self, specs: tuple) -> Program:
+        """The Program at inputs of ``specs`` (``(shape, dtype code)`` per input), inferred
+        once: an inner op's shape error is raised here, naming that op."""
+        program = self.programs.get(specs)
+        if program is None:
+            program = self.programs[specs] = Program(self, specs)
+        return program
+
+    def program_of(self, arrays: list) -> Program:
+        """The Program for input ``arrays`` (a kernel's view: shapes and dtypes of values)."""
+        key = tuple((a.shape, a.dtype) for a in arrays)
+        program = self.by_arrays.get(key)
+        if program is None:
+            specs = tuple((shape, dtypes.from_numpy(dtype)) for shape, dtype in key)
+            program = self.by_arrays[key] = self.program(specs)
+        return program
+
+    def row_wise(self, specs: tuple) -> bool:
+        """Whether row ``i`` of every output depends on row ``i`` of the arguments alone (and
+        on the captured Variables), so that calls can run as one on concatenated arguments:
+        every traced op that reads an argument-derived value must concatenate each such input
+        and share each captured-derived one under its batch rule (``tape.batch_rules``); an op
+        reading only captured-derived values computes the same for every call."""
+        if any(len(shape) < 1 for shape, _ in specs[:self.arguments]):
+            return False
+        program = self.program(specs)
+        rows = [True] * self.arguments + [False] * (self.size - self.arguments)
+        for step, plan in zip(self.steps, program.plans):
+            reads_rows = {slot: [rows[i] for i in index] for slot, _, index in step.ins if index}
+            if any(any(r) for r in reads_rows.values()):
+                if not _concatenates_rows(step, plan, program.specs, reads_rows):
+                    return False
+                for _, _, index in step.outs:
+                    for i in index:
+                        rows[i] = True
+        return all(rows[i] for i in self.outputs)
+
+
+def _concatenates_rows(step: Step, plan, specs: list, reads_rows: dict) -> bool:
+    rule = rule_for(step.info.type)
+    if rule is None:
+        return False
+    modes = rule(plan, {slot: [specs[i][0] for i in index] for slot, _, index in step.ins
+                        if index})
+    if modes is None:
+        return False
+    return all(modes.get(slot) == (CAT if all(r) else SHARED) and (all(r) or not any(r))
+               for slot, r in reads_rows.items())
+
+
+class Program:
+    """A Graph at one signature of its inputs: each step's CallPlan (``plans``) and each
+    value's ``(shape, dtype)`` (``specs``) and whether it wants a gradient."""
+
+    __slots__ = ("graph", "plans", "specs", "output_specs", "counts")
+
+    def __init__(self, graph: Graph, specs: tuple):
+        self.graph = graph
+        values = list(specs) + [None] * (graph.size - len(specs))
+        wants = list(graph.wants) + [False] * (graph.size - len(specs))
+        plans, counts = [], []
+        for step in graph.steps:
+            descs = {slot: [VarDesc.temporary(*values[i], not wants[i]) for i in index]
+                     for slot, _, index in step.ins if index}
+            plan = infer(step.info, step.attrs, step.attrs_key, descs, graph.place)
+            for (_, _, index), (_, _, out_specs, carries) in zip(step.outs, plan.outputs):
+                for i, spec in zip(index, out_specs or ()):
+                    values[i] = spec
+                    wants[i] = plan.requires_grad and carries
+            plans.append(plan)
+            counts.append(({slot: len(index) for slot, _, index in step.ins if index},
+                           {slot: len(index) for slot, _, index in step.outs if index}))
+        self.plans = tuple(plans)
+        self.counts = tuple(counts)
+        self.specs = values
+        self.output_specs = [values[i] for i in graph.outputs]
+
+    def forward(self, inputs: list) -> list:
+        """Every value of the graph for ``inputs`` (arrays, in the graph's input order)."""
+        env = list(inputs) + [None] * (self.graph.size - len(inputs))
+        for step, plan in zip(self.graph.steps, self.plans):
+            arrays = {slot: [env[i] for i in index] if duplicable else env[index[0]]
+                      for slot, duplicable, index in step.ins if index}
+            for (_, duplicable, index), result in zip(step.outs, invoke(plan, arrays)):
+                if duplicable:
+                    for i, value in zip(index, result):
+                        env[i] = value
+                elif index:
+                    env[index[0]] = result
+        return env
+
+    def backward(self, env: list, out_grads: list) -> list:
+        """The gradients of the graph's inputs (None where none flows), given every value
+        (``forward``'s answer) and the gradients of the outputs (None: none arrived)."""
+        grads = {}
+        for i, g in zip(self.graph.outputs, out_grads):
+            if g is not None:
+                _add(grads, i, g)
+        for step, plan, counts in zip(reversed(self.graph.steps), reversed(self.plans),
+                                      reversed(self.counts)):
+            outs = [i for _, _, index in step.outs for i in index]
+            if not any(i in grads for i in outs):
+                continue
+            ins = {slot: index for slot, _, index in step.ins}
+            outputs = {slot: index for slot, _, index in step.outs}
+            temps = {}
+            for p in prepare(plan, counts):
+                self._grad_step(p, env, grads, temps, ins, outputs)
+            for i in outs:
+                grads.pop(i, None)
+        return [grads.get(i) for i in range(self.graph.inputs)]
+
+    def _grad_step(self, p, env, grads, temps, ins, outputs) -> None:
+        """Run prepared grad step ``p`` of one traced op (its inputs and outputs by slot in
+        ``ins`` and ``outputs``) and file the gradients it writes."""
+        def bound(kind, fslot, i):
+            if kind == TEMP:
+                return temps[fslot]
+            at = (ins if kind in (FWD_IN, META_IN, IN_GRAD) else outputs)[fslot][i]
+            if kind in (FWD_IN, FWD_OUT):
+                return env[at]
+            if kind in (META_IN, META_OUT):
+                return shape_only(*self.specs[at])
+            g = grads.get(at)
+            if g is None and kind == OUT_GRAD:
+                shape, dtype = self.specs[at]
+                g = self.graph.place.array_module().zeros(shape, dtypes.to_numpy(dtype))
+            return g     # (an optional output gradient or an input's: None if none arrived)
+
+        args = {}
+        for slot, duplicable, refs in p.ins:
+            if refs:
+                values = [bound(*ref) for ref in refs]
+                args[slot] = [v for v in values if v is not None] if duplicable else values[0]
+        result = invoke(p.plan, args, p.wants)
+        for (slot, duplicable, refs), r in zip(p.outs, result):
+            if slot not in p.wants or r is None:
+                continue
+            for j, (kind, fslot, i, kept) in enumerate(refs):
+                g = r[j] if duplicable else r
+                if not kept or g is None:
+                    continue
+                if kind == TEMP:
+                    temps[fslot] = g
+                else:
+                    _add(grads, ins[fslot][i], g)
+
+
+def _add(grads: dict, i: int, g) -> None:
+    """Add gradient part ``g`` of value ``i``, as eager backward does: the first is taken as
+    it is, a later one added to the sum so far, out of place (a kernel's array may be shared)."""
+    old = grads.get(i)
+    grads[i] = g if old is None else old + g
+
