@@ -18,6 +18,10 @@ per op in the models it is made for (the models: ``dynamic_models.py``, and for 
   one per step ("per-sample loop").
 - char LM, the same 16 sequences batched by hand: one LSTM over a batch of 16, the floor that
   autobatching is measured against.
+- Tree-LSTM, 16 trees per tape, and char LM, 16 separate sequences per tape, once more with
+  their cells as ``tape.function``s (the Tree-LSTM's leaf and node cells, the LM's LSTMCell
+  step), run lazily: each cell call is one recorded op, and the calls of one depth or step
+  batch (the row "Tape, lazy, cells as tape.function").
 - the 100-op chain of ``per_op.py`` (µs per op, forward with its value, and forward +
   backward). Issue 12 sets recording a lazy op (at most 1.5 µs) as a target of its own, so its
   "fused 100-op chain at most 1.0 µs per op, forward and backward" is read as the execution
@@ -57,6 +61,7 @@ from dynamic_checks import (
     LAZY_EXECUTION,
     LAZY_RECORDING,
     TAPE_LAZY,
+    TAPE_LAZY_TRACED,
     check_gradients,
     check_loss,
 )
@@ -91,6 +96,7 @@ class Workload(NamedTuple):
     dynet: str | None = None    # the model's name in dynet_models.MODELS
     torch_per_sample: Callable | None = None    # PyTorch, one sample per step, same samples
     unit: str = "ms per step"   # "ms per sample" where a step trains on all samples
+    traced: Callable | None = None  # tape's model with its cells as tape.function (lazy row)
 
 
 LR = models.LEARNING_RATE
@@ -108,11 +114,12 @@ WORKLOADS = (
     Workload("forest", f"Tree-LSTM, {FOREST} trees per tape: one backward + SGD per {FOREST} "
              "trees (per tree)", models.forest_samples, models.forest_tape,
              models.one_graph_torch(models.tree_lstm_torch), LR, "forest",
-             models.tree_lstm_torch, "ms per sample"),
+             models.tree_lstm_torch, "ms per sample", models.forest_traced_tape),
     Workload("lm_16", f"char-LSTM LM, {FOREST} separate sequences per tape: one backward + "
              f"SGD per {FOREST} sequences (per sequence)", models.char_batch_samples,
              models.char_lm_16_tape, models.one_graph_torch(models.char_lm_torch), LR,
-             "char_lm_16", models.char_lm_torch, "ms per sample"),
+             "char_lm_16", models.char_lm_torch, "ms per sample",
+             models.char_lm_16_traced_tape),
     Workload("lm_batch", f"char-LSTM LM, the same {FOREST} sequences batched by hand (batch "
              f"{FOREST}; per sequence)", models.char_batch_samples, models.char_lm_batch_tape,
              models.char_lm_batch_torch, LR, "char_lm_batch", unit="ms per sample"),
@@ -200,6 +207,13 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
         tape_loss, tape_grads = tape_first()
         checks.append(check_gradients("Tape, lazy", tape_params, lazy_first()[1], tape_grads,
                                       "eager Tape"))
+        if workload.traced:     # the same initial parameters (seed 0), trained on their own
+            tape.seed(0)
+            traced_params, traced_losses = workload.traced(tape, samples)
+            steps[TAPE_LAZY_TRACED], traced_first = tape_training(
+                tape, traced_params, traced_losses, workload.learning_rate, lazy=True)
+            checks.append(check_gradients(TAPE_LAZY_TRACED, traced_params, traced_first()[1],
+                                          tape_grads, "eager Tape"))
         if torch is not None:
             twins, torch_losses = workload.torch(torch, samples)
             copy_parameters(torch, tape_params, twins)
@@ -220,6 +234,8 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
             steps[peer.name] = peer.steps()
     if workload.torch_per_sample:
         rows.insert(1, TORCH_LOOP)
+    if workload.traced:
+        rows.insert(rows.index(TAPE_LAZY) + 1, TAPE_LAZY_TRACED)
     if workload.dynet:
         rows += [DYNET_OFF, DYNET_ON]
     with OtherLoad(peer.pid for peer in peers) as load:
@@ -248,6 +264,13 @@ def print_ratios(per_sample: dict, chain: dict) -> None:
             for lib, target in ((TAPE_LAZY, "at least 5×"), (TAPE, "0.52× in the issue"),
                                 (TORCH, ""), (DYNET_OFF, "10.8× in the issue (1188/110)"),
                                 (DYNET_ON, "22.7× in the issue (2494/110)"))]
+    rows.insert(1, (f"{TAPE_LAZY_TRACED}, {FOREST} trees per tape, vs PyTorch's per-tree loop",
+                    throughput(per_sample, ("forest", TAPE_LAZY_TRACED), ("forest", TORCH_LOOP)),
+                    "at least 5×"))
+    rows.append((f"{TAPE_LAZY_TRACED}, {FOREST} separate sequences per graph vs {TAPE_LAZY}'s "
+                 f"hand-batched {FOREST}",
+                 throughput(per_sample, ("lm_16", TAPE_LAZY_TRACED), ("lm_batch", TAPE_LAZY)),
+                 "at least 0.9×"))
     rows += [(f"{lib}, {FOREST} separate sequences per graph vs the hand-batched {FOREST}",
               throughput(per_sample, ("lm_16", lib), ("lm_batch", lib)), target)
              for lib, target in ((TAPE_LAZY, "at least 0.9×"), (TAPE, ""), (TORCH, ""),

@@ -7,6 +7,7 @@ from dynet_peer import peer_name
 
 RTOL = 1e-4
 TAPE_LAZY = "Tape, lazy"
+TAPE_LAZY_TRACED = "Tape, lazy, cells as tape.function"
 LAZY_RECORDING = "Tape, lazy, recorded only (nothing computed)"
 LAZY_EXECUTION = "Tape, lazy, executing forward + backward after recording"
 DYNET_OFF, DYNET_ON = peer_name(False), peer_name(True)

@@ -76,26 +76,35 @@ def tree_samples(rng):
             for _ in range(TREES)]
 
 
-def tree_lstm_tape(tape, samples):
+def tree_lstm_tape(tape, samples, traced=False):
     """Leaf: i, o, u from the word's embedding, c = i * u. Node: i, f_left, f_right, o, u from
-    [h_left, h_right], c = i * u + f_left * c_left + f_right * c_right. Both: h = o * tanh(c)."""
+    [h_left, h_right], c = i * u + f_left * c_left + f_right * c_right. Both: h = o * tanh(c).
+    With ``traced``, the leaf and the node cell are ``tape.function``s: one op per call."""
     layers, ops = tape.layers, tape.ops
     embed = layers.Embedding(TREE_VOCAB, TREE_EMBED)
     leaf_gates = layers.Linear(TREE_EMBED, 3 * TREE_HIDDEN)
     node_gates = layers.Linear(2 * TREE_HIDDEN, 5 * TREE_HIDDEN)
     classify = layers.Linear(TREE_HIDDEN, TREE_CLASSES)
 
+    def leaf(word):
+        i, o, u = ops.split(leaf_gates(embed(word)), num=3, axis=1)
+        c = ops.sigmoid(i) * ops.tanh(u)
+        return ops.sigmoid(o) * ops.tanh(c), c
+
+    def node(h_left, c_left, h_right, c_right):
+        gates = node_gates(ops.concat([h_left, h_right], axis=1))
+        i, f_left, f_right, o, u = ops.split(gates, num=5, axis=1)
+        c = (ops.sigmoid(i) * ops.tanh(u) + ops.sigmoid(f_left) * c_left
+             + ops.sigmoid(f_right) * c_right)
+        return ops.sigmoid(o) * ops.tanh(c), c
+
+    if traced:
+        leaf, node = tape.function(leaf), tape.function(node)
+
     def encode(tree):
         if isinstance(tree, tuple):
-            (h_left, c_left), (h_right, c_right) = encode(tree[0]), encode(tree[1])
-            gates = node_gates(ops.concat([h_left, h_right], axis=1))
-            i, f_left, f_right, o, u = ops.split(gates, num=5, axis=1)
-            c = (ops.sigmoid(i) * ops.tanh(u) + ops.sigmoid(f_left) * c_left
-                 + ops.sigmoid(f_right) * c_right)
-        else:
-            i, o, u = ops.split(leaf_gates(embed(tree)), num=3, axis=1)
-            c = ops.sigmoid(i) * ops.tanh(u)
-        return ops.sigmoid(o) * ops.tanh(c), c
+            return node(*encode(tree[0]), *encode(tree[1]))
+        return leaf(tree)
 
     def loss(tree, label):
         logits = classify(encode(tree)[0])
@@ -143,18 +152,22 @@ def char_samples(rng):
     return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1)]
 
 
-def char_lm_tape(tape, samples, batched=False):
+def char_lm_tape(tape, samples, batched=False, traced=False):
     """Embed all characters at once, cut into steps, run the cell, project every h at once.
-    One step per sample, or with ``batched`` one for all (``char_lm_batch_tape``)."""
+    One step per sample, or with ``batched`` one for all (``char_lm_batch_tape``). With
+    ``traced``, each step is a ``tape.function`` around the cell (one op per step), the first
+    given a zero state."""
     layers, ops = tape.layers, tape.ops
     embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
     cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
     project = layers.Linear(CHAR_HIDDEN, CHAR_VOCAB)
+    step = tape.function(lambda x, h, c: cell(x, (h, c)))
+    zeros = tape.Variable(np.zeros((1, CHAR_HIDDEN), np.float32))
 
     def loss(inputs, targets):
-        state, hs = None, []
+        state, hs = ((zeros, zeros) if traced else None), []
         for x in ops.split(embed(inputs), num=CHAR_LENGTH, axis=0):
-            state = cell(x, state)
+            state = step(x, *state) if traced else cell(x, state)
             hs.append(state[0])
         logits = project(ops.concat(hs, axis=0))
         return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
@@ -226,6 +239,9 @@ def one_graph_torch(model):
 
 forest_tape = one_graph_tape(tree_lstm_tape)
 char_lm_16_tape = one_graph_tape(char_lm_tape)
+# the same with their cells as ``tape.function``s
+forest_traced_tape = one_graph_tape(functools.partial(tree_lstm_tape, traced=True))
+char_lm_16_traced_tape = one_graph_tape(functools.partial(char_lm_tape, traced=True))
 
 
 # --- the char LM, 16 sequences batched by hand ---------------------------------------------

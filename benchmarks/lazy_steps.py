@@ -3,14 +3,17 @@ then executing it (``backward()``: the forward batches, the batched backward, fr
 tape), then SGD.
 
 Workloads: ``forest`` (Tree-LSTM, 16 trees per tape), ``lm_16`` (char LM, 16 separate
-sequences per tape) and ``lm_batch`` (the same 16 sequences batched by hand). The figures are
+sequences per tape) and ``lm_batch`` (the same 16 sequences batched by hand); ``forest_fn`` and
+``lm_16_fn`` are ``forest`` and ``lm_16`` with their cells as ``tape.function``s (one op per
+cell call). The figures are
 the minimum and median CPU time (``time.process_time``) over the steps, after three warm-up
 steps. On a loaded machine these move by tens of percent; instructions do not: run
 ``--child`` (the steps only, no output) under ``valgrind --tool=callgrind`` for 2 and for 4
 steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as valgrind knows no AVX-512, after one
 uncounted run that fills numba's disk cache) and halve the difference.
 
-    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch] [--steps N] [--batches]
+    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch forest_fn lm_16_fn]
+        [--steps N] [--batches]
 
 ``--batches`` first prints, per op type, how many ops each kernel call of one step ran (the
 agenda's batch sizes: a forest step's cell ops in batches of one depth of 16 trees, an LM
@@ -26,7 +29,9 @@ import numpy as np
 
 BUILDS = {"forest": (models.forest_samples, models.forest_tape),
           "lm_16": (models.char_batch_samples, models.char_lm_16_tape),
-          "lm_batch": (models.char_batch_samples, models.char_lm_batch_tape)}
+          "lm_batch": (models.char_batch_samples, models.char_lm_batch_tape),
+          "forest_fn": (models.forest_samples, models.forest_traced_tape),
+          "lm_16_fn": (models.char_batch_samples, models.char_lm_16_traced_tape)}
 
 
 def training(which: str, warm_up: int = 3):

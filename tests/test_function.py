@@ -1,0 +1,194 @@
+"""tape.function: a traced function recorded as one op, eager and lazy (batching:
+tests/test_function_batching.py)."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tape
+from tape import layers, ops
+from tape.testing import check_function_grad, check_grad
+
+pytestmark = pytest.mark.usefixtures("user_ops")    # each trace registers an op: removed after
+
+
+def floats(seed, *shape, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def make_cell(size=4, hidden=3, dtype="float32"):
+    """An LSTM-like cell over a captured Linear, returning two Variables."""
+    tape.seed(1)
+    linear = layers.Linear(size + hidden, 2 * hidden, dtype=dtype)
+
+    def cell(x, h):
+        a, b = ops.split(linear(ops.concat([x, h], axis=1)), num=2, axis=1)
+        return ops.tanh(a) * ops.sigmoid(b), ops.exp(a)
+    return cell, linear
+
+
+def run_cell(cell, linear, x, h):
+    """Outputs, and the gradients of x, h and linear's parameters, of a loss over both
+    outputs; on the thread's mode (eager, or lazy inside ``tape.lazy()``)."""
+    for v in (x, h, *linear.params()):
+        v.grad = None
+    tape.reset_global_tape()
+    out, e = cell(x, h)
+    loss = ops.reduce_sum(out * out) + ops.reduce_mean(e)
+    loss.backward()
+    return [out.numpy().copy(), e.numpy().copy(), x.grad.numpy(), h.grad.numpy(),
+            *(p.grad.numpy() for p in linear.params())]
+
+
+def test_one_call_equals_the_function_bit_for_bit(mode):
+    """Forward and every gradient: one call adds each gradient's parts in eager's order."""
+    cell, linear = make_cell()
+    traced = tape.function(cell)
+    x = tape.Variable(floats(0, 2, 4), stop_gradient=False)
+    h = tape.Variable(floats(1, 2, 3), stop_gradient=False)
+    expected = run_cell(cell, linear, x, h)
+    for _ in range(2):      # the second call reuses the trace
+        for got, want in zip(run_cell(traced, linear, x, h), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert len(traced.traces) == 1
+
+
+def test_records_one_op(mode):
+    cell, _ = make_cell()
+    traced = tape.function(cell)
+    x = tape.Variable(floats(0, 2, 4), stop_gradient=False)
+    out, e = traced(x, x[:, :3])
+    recorded = [h.type for h in tape.get_global_tape()]
+    assert recorded[-1].startswith("function_cell_") and len(recorded) == 2    # slice, cell
+
+
+def test_several_calls_share_the_captured_parameters(mode):
+    """Two calls: outputs bit for bit; a parameter's gradient sums each call's sum of parts
+    (eager sums them all in one order), so it agrees within float32 rounding."""
+    cell, linear = make_cell()
+    traced = tape.function(cell)
+    x = tape.Variable(floats(0, 2, 4), stop_gradient=False)
+    h = tape.Variable(floats(1, 2, 3), stop_gradient=False)
+
+    def twice(f):
+        def run(x, h):
+            first, _ = f(x, h)
+            return f(x, first)
+        return run
+    expected = run_cell(twice(cell), linear, x, h)
+    got = run_cell(twice(traced), linear, x, h)
+    for a, b in zip(got[:2], expected[:2]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got[2:], expected[2:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * np.abs(b).max())
+
+
+def test_gradients_match_central_differences():
+    cell, linear = make_cell(dtype="float64")
+    traced = tape.function(lambda x, h: cell(x, h)[0])
+    x, h = floats(2, 3, 4, dtype=np.float64), floats(3, 3, 3, dtype=np.float64)
+    check_function_grad(traced, x, h)
+    # the op itself, captured parameters included, float64 and float32
+    (op_type,) = [t.info.type for key, t in traced.traces.items()
+                  if not any(stop_gradient for *_, stop_gradient in key)]
+    w, b = (p.numpy() for p in linear.params())
+    check_grad(op_type, {"Args": [x, h], "Captured": [w, b]})
+
+
+def test_a_captured_pending_variable_gets_its_gradient():
+    p = tape.Variable(floats(4, 1, 3), stop_gradient=False)
+    x = tape.Variable(floats(5, 2, 3), stop_gradient=False)
+    grads = []
+    for traced in (False, True):
+        p.grad = x.grad = None
+        with tape.lazy():
+            tape.reset_global_tape()
+            w = ops.sigmoid(p)      # pending, read by the function: captured
+
+            def scaled(x, w=w):
+                return ops.tanh(x) * w
+            assert w.pending
+            fn = tape.function(scaled) if traced else scaled
+            ops.reduce_sum(fn(x)).backward()
+        grads.append((p.grad.numpy(), x.grad.numpy()))
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_new_shape_traces_again_and_an_old_one_reuses_its_trace():
+    traced = tape.function(lambda x: ops.relu(x) * 2.0)
+    for rows in (2, 3, 2):
+        x = floats(rows, rows, 4)
+        np.testing.assert_array_equal(traced(tape.Variable(x)).numpy(), np.maximum(x, 0) * 2)
+    assert len(traced.traces) == 2
+
+
+def test_a_captured_activation_of_an_earlier_tape_is_traced_again():
+    p = tape.Variable(floats(6, 1, 3), stop_gradient=False)
+    x = tape.Variable(floats(7, 2, 3))
+    traced = tape.function(lambda x: x * w)
+    for _ in range(2):
+        p.grad = None
+        tape.reset_global_tape()
+        w = ops.exp(p)          # a new Variable on each tape
+        ops.reduce_sum(traced(x)).backward()
+        np.testing.assert_allclose(p.grad.numpy(), (np.exp(p.numpy()) * x.numpy()).sum(0,
+                                   keepdims=True), rtol=1e-6)
+    assert len({t.info.type for t in traced.traces.values()}) == 1   # (the last trace kept)
+
+
+def test_a_shape_error_inside_names_the_inner_op_at_the_call():
+    traced = tape.function(lambda x, y: ops.matmul_v2(x, y))
+    with pytest.raises(tape.InvalidArgumentError, match="matmul_v2"):
+        traced(tape.Variable(floats(0, 2, 3)), tape.Variable(floats(1, 4, 5)))
+
+
+def test_reading_a_value_inside_is_refused():
+    traced = tape.function(lambda x: x * float(ops.reduce_sum(x)))
+    with pytest.raises(tape.PreconditionNotMetError, match="reads the value"):
+        traced(tape.Variable(floats(0, 2, 3)))
+    traced = tape.function(lambda x: x if x.numpy().sum() > 0 else -x)
+    with pytest.raises(tape.PreconditionNotMetError, match="numpy"):
+        traced(tape.Variable(floats(0, 2, 3)))
+
+
+def test_arguments_and_results_must_be_variables():
+    with pytest.raises(tape.InvalidArgumentError, match="arguments must be Variables"):
+        tape.function(lambda x: x * 2.0)(np.ones(3, np.float32))
+    with pytest.raises(tape.InvalidArgumentError, match="no op inside it computed"):
+        tape.function(lambda x: x)(tape.Variable(floats(0, 2)))
+    with pytest.raises(tape.InvalidArgumentError, match="must return a Variable"):
+        tape.function(lambda x: 3.0)(tape.Variable(floats(0, 2)))
+
+
+def test_export_inlines_the_function():
+    cell, _ = make_cell()
+    traced = tape.function(cell)
+    x, h = floats(0, 2, 4), floats(1, 2, 3)
+    program = tape.static.trace(lambda x, h: traced(x, h)[0], x, h)
+    types = [op.type for op in program.desc.block(0).ops]
+    assert not any(t.startswith("function_") for t in types)
+    assert {"concat", "split", "tanh", "sigmoid", "elementwise_mul"} <= set(types)
+    assert not traced.traces
+    (served,) = tape.static.Executor().run(program, {"input_0": x, "input_1": h},
+                                           program.fetch_names)
+    np.testing.assert_array_equal(served, traced(tape.Variable(x), tape.Variable(h))[0].numpy())
+
+
+def test_backward_releases_what_the_op_kept():
+    """The op keeps its inputs for its grad op (an intermediate argument here), and backward
+    frees them with its record, as for any op."""
+    cell, linear = make_cell()
+    traced = tape.function(cell)
+    x = tape.Variable(floats(0, 2, 4), stop_gradient=False)
+    a = x * 2.0
+    out, _ = traced(a, ops.tanh(x[:, :3]))
+    kept = weakref.ref(a)
+    del a
+    gc.collect()
+    assert kept() is not None       # held by the function op's record
+    ops.reduce_sum(out).backward()
+    gc.collect()
+    assert kept() is None
+    assert len(tape.get_global_tape()) == 0
