@@ -77,15 +77,18 @@ class Function:
 
 
 class _Trace:
-    """One trace of a function: its op (``info``), its captured Variables (weakly: a trace
-    must not keep an activation alive) and whether they wanted gradients, and whether the
-    function returned one Variable (``single``)."""
+    """One trace of a function: its op (``info``), its captured Variables and whether they
+    wanted gradients, and whether the function returned one Variable (``single``).
+
+    A captured leaf (a parameter, or a constant the function made) is held; a captured op
+    output only weakly (a trace must not keep an activation alive): once it is gone, the
+    function is traced again."""
 
     __slots__ = ("info", "captured", "captured_wants", "single")
 
     def __init__(self, info, captured: list, single: bool):
         self.info = info
-        self.captured = [weakref.ref(v) for v in captured]
+        self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
         self.single = single
 
@@ -99,6 +102,18 @@ class _Trace:
                 return None
             found.append(v)
         return found
+
+
+class _Held:
+    """A strong reference with ``weakref.ref``'s call."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __call__(self):
+        return self.v
 
 
 def _trace(fn, args: tuple, outer) -> _Trace:
