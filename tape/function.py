@@ -11,10 +11,17 @@ import functools
 import weakref
 
 from .errors import InvalidArgumentError
-from .function_op import register_function_op
+from .function_op import input_slots, register_function_op
 from .function_program import Graph, Step
 from .grad_replay import shape_only
-from .tape import LazyTape, get_global_tape, using_tape
+from .tape import (
+    LazyTape,
+    Tape,
+    get_global_tape,
+    lazy_positional_runner,
+    positional_runner,
+    using_tape,
+)
 from .var_desc import VarDesc
 from .variable import Variable, forbid_value_reads, new_variable
 
@@ -71,26 +78,32 @@ class Function:
         if captured is None:
             trace = self.traces[key] = _trace(self.fn, args, t)
             captured = trace.captured_now(t.serial)
-        inputs = {"Args": list(args), "Captured": captured} if captured else {"Args": list(args)}
-        out = t.run(trace.info, inputs, None)["Out"]
-        return out[0] if trace.single else tuple(out)
+        run = trace.runners.get(type(t))
+        if run is not None:
+            return run(t, {}, None, *args, *captured)
+        made = t.run(trace.info, dict(zip(trace.slots, ([v] for v in (*args, *captured)))),
+                     None)
+        outs = tuple(made[s.name][0] for s in trace.info.outputs)
+        return outs[0] if len(outs) == 1 else outs
 
 
 class _Trace:
-    """One trace of a function: its op (``info``), its captured Variables and whether they
-    wanted gradients, and whether the function returned one Variable (``single``).
+    """One trace of a function: its op (``info``) and input slots (``slots``), its runners
+    by tape class (``tape.positional``: inputs as arguments, outputs returned as ``tape.ops``
+    returns them), and its captured Variables and whether they wanted gradients.
 
     A captured leaf (a parameter, or a constant the function made) is held; a captured op
     output only weakly (a trace must not keep an activation alive): once it is gone, the
     function is traced again."""
 
-    __slots__ = ("info", "captured", "captured_wants", "single")
+    __slots__ = ("info", "slots", "runners", "captured", "captured_wants")
 
-    def __init__(self, info, captured: list, single: bool):
+    def __init__(self, info, slots: list, captured: list):
         self.info = info
+        self.slots = slots
+        self.runners = {Tape: positional_runner(info), LazyTape: lazy_positional_runner(info)}
         self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
-        self.single = single
 
     def captured_now(self, serial: int) -> list | None:
         """The captured Variables, or None where the trace no longer holds for tape
@@ -129,14 +142,13 @@ def _trace(fn, args: tuple, outer) -> _Trace:
     recorder.serial = outer.serial
     with using_tape(recorder), forbid_value_reads():
         result = fn(*placeholders)
-    single = isinstance(result, Variable)
-    outputs = [result] if single else result
+    outputs = [result] if isinstance(result, Variable) else result
     if not isinstance(outputs, (tuple, list)) or not outputs or \
             not all(isinstance(v, Variable) for v in outputs):
         raise InvalidArgumentError(f"tape.function {name}: the function must return a Variable "
                                    f"or a tuple/list of Variables; it returned {result!r}")
     graph, captured = _graph(recorder, placeholders, outputs, name)
-    return _Trace(register_function_op(graph, name), captured, single)
+    return _Trace(register_function_op(graph, name), input_slots(graph), captured)
 
 
 def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:

@@ -1,18 +1,21 @@
 """The op a traced function records (``tape.function``): one registered op type per trace.
 
-Its inputs are ``Args`` (the function's arguments) and ``Captured`` (the Variables its ops read
-that no argument leads to), its output ``Out`` (what the function returns). Its shape rule asks
-the trace's Program at the inputs' shapes (``tape.function_program``), its kernel runs the
-Program's plans, and its grad op ``<type>_grad`` runs them again and then their grad steps in
-reverse: the op keeps only its inputs, as an op of its own would, and no forward value of the
-traced ops outlives the call. Its batch rule concatenates the arguments and shares the captured
-Variables where the trace is row-wise in its arguments (``Graph.row_wise``), so calls of one
-trace with the same captured Variables run as one call on a lazy tape, forward and backward.
+Its inputs are the function's arguments (``Arg<i>``) and the Variables its ops read that no
+argument leads to (``Captured<j>``), its outputs what the function returns (``Out<k>``). Its
+shape rule asks the trace's Program at the inputs' shapes (``tape.function_program``), its
+kernel runs the Program's plans, and its grad op ``<type>_grad`` runs their grad steps in
+reverse, on the values the forward call computed: those are kept while the arrays it was given
+live (``ForwardValues``); given other arrays, the grad op runs the traced ops again. The op keeps
+only its inputs for backward, as an op of its own would. Its batch rule concatenates the
+arguments and shares the captured Variables where the trace is row-wise in its arguments
+(``Graph.row_wise``), so calls of one trace with the same captured Variables run as one call
+on a lazy tape, forward and backward.
 """
 from __future__ import annotations
 
 import itertools
 import re
+import weakref
 
 from . import dtypes
 from .batch_rules import CAT, SHARED, add_rule
@@ -26,53 +29,98 @@ _NOT_A_NAME = re.compile(r"\W")
 
 def register_function_op(graph: Graph, name: str):
     """Register the op of traced ``graph`` (of a function called ``name``) and its grad op,
-    with their kernels and batch rule; returns its OpInfo."""
+    with their kernels and batch rule; returns its OpInfo.
+
+    Its slots are one Variable each, ``Arg<i>`` for the arguments, ``Captured<j>`` for the
+    captured Variables and ``Out<k>`` for the results, so that a call takes the runners'
+    positional path (``tape.positional``) and a batch passes each argument and captured
+    Variable as one input."""
     op_type = f"function_{_NOT_A_NAME.sub('_', name)}_{next(_numbers)}"
-    arguments = graph.arguments
+    names = input_slots(graph)
+    results = [f"Out{k}" for k in range(len(graph.outputs))]
     info = register_op(
         op_type,
-        inputs=[Slot("Args", "the function's arguments", duplicable=True),
-                Slot("Captured", "the Variables its ops read that no argument leads to",
-                     duplicable=True, dispensable=True)],
-        outputs=[Slot("Out", "what the function returns", duplicable=True)],
-        infer_shape=lambda ctx: _infer_shape(graph, ctx),
-        grad=GradOp(reads=["Args", "Captured"]),
+        inputs=[Slot(n, "an argument" if n[0] == "A" else "a Variable the function's ops read "
+                     "that no argument leads to") for n in names],
+        outputs=[Slot(n, "a result") for n in results],
+        infer_shape=lambda ctx: _infer_shape(graph, names, results, ctx),
+        grad=GradOp(reads=names),
         doc=f"The traced function {name} (tape.function), run as one op.")
+    computed = ForwardValues()
 
-    def run_function(Args, Captured):
-        inputs = Args + Captured if Captured else Args
+    def run_function(inputs):
         env = graph.program_of(inputs).forward(inputs)
-        return [env[i] for i in graph.outputs]
+        computed.keep(inputs, env)
+        return env[graph.outputs[0]] if len(results) == 1 else \
+            tuple(env[i] for i in graph.outputs)
 
-    def run_function_grad(Args, Captured, dOut):
-        inputs = Args + Captured if Captured else Args
+    def run_function_grad(inputs, out_grads):
         program = graph.program_of(inputs)
-        grads = program.backward(program.forward(inputs), dOut)
-        return grads[:arguments], grads[arguments:]
+        grads = program.backward(computed.take(inputs) or program.forward(inputs), out_grads)
+        return grads[0] if len(grads) == 1 else tuple(grads)
 
-    kernel(op_type, types=dtypes.ALL)(run_function)
-    kernel(op_type + "_grad", types=dtypes.ALL)(run_function_grad)
-    add_rule(op_type, lambda plan, shapes: _batch_rule(graph, shapes))
+    # the kernels' parameters name the slots they read (``tape.kernel_binding``)
+    given, gradients = ", ".join(names), ", ".join(f"d{n}" for n in results)
+    kernel(op_type, types=dtypes.ALL)(eval(
+        f"lambda {given}: run([{given}])", {"run": run_function}))
+    kernel(op_type + "_grad", types=dtypes.ALL)(eval(
+        f"lambda {given}, {gradients}: run([{given}], [{gradients}])",
+        {"run": run_function_grad}))
+    add_rule(op_type, lambda plan, shapes: _batch_rule(graph, names, shapes))
     return info
 
 
-def _infer_shape(graph: Graph, ctx) -> None:
-    descs = ctx.inputs("Args") + ctx.inputs("Captured")
-    if len(descs) != graph.inputs:
-        raise ctx.error(f"the trace takes {graph.arguments} argument(s) and "
-                        f"{graph.inputs - graph.arguments} captured Variable(s); received "
-                        f"{len(ctx.inputs('Args'))} and {len(ctx.inputs('Captured'))}")
+def input_slots(graph: Graph) -> list:
+    """The input slot names of ``graph``'s op: ``Arg<i>``, then ``Captured<j>``."""
+    return [f"Arg{i}" for i in range(graph.arguments)] + \
+        [f"Captured{j}" for j in range(graph.inputs - graph.arguments)]
+
+
+def _infer_shape(graph: Graph, names: list, results: list, ctx) -> None:
+    descs = [ctx.input(n) for n in names]
     for d, wants in zip(descs, graph.wants):
         if not (d.stop_gradient or wants):
             raise InvalidArgumentError(
                 f"{ctx.op_type}: {d.name} wants a gradient, which the trace does not give it "
                 f"(traced with stop_gradient=True)")
     program = graph.program(tuple((d.shape, d.dtype) for d in descs))
-    ctx.set_outputs("Out", program.output_specs)
+    for slot, (shape, dtype) in zip(results, program.output_specs):
+        ctx.set_output(slot, shape, dtype)
 
 
-def _batch_rule(graph: Graph, shapes: dict):
-    given = shapes["Args"] + shapes.get("Captured", [])
-    if not graph.row_wise(tuple((tuple(s), d) for s, d in zip(given, graph.input_dtypes))):
+def _batch_rule(graph: Graph, names: list, shapes: dict):
+    given = tuple((tuple(shapes[n][0]), d) for n, d in zip(names, graph.input_dtypes))
+    if not graph.row_wise(given):
         return None
-    return {"Args": CAT, **({"Captured": SHARED} if "Captured" in shapes else {})}
+    return {n: CAT if k < graph.arguments else SHARED for k, n in enumerate(names)}
+
+
+class ForwardValues:
+    """The values forward calls computed, per the arrays they were given, until a grad call
+    on the same arrays takes them or the first of those arrays is freed: an entry never
+    outlives its inputs, and one watch per input array, however often it is given."""
+
+    def __init__(self):
+        self.kept = {}       # id(first input) -> (weak refs to the inputs, the values past them)
+        self.watched = {}    # id(first input) -> the finalizer that forgets it
+
+    def keep(self, inputs: list, env: list) -> None:
+        try:
+            refs = [weakref.ref(a) for a in inputs]
+        except TypeError:   # (a numpy scalar: its grad call computes again)
+            return
+        key = id(inputs[0])
+        if key not in self.watched:
+            self.watched[key] = weakref.finalize(inputs[0], self._forget, key)
+        self.kept[key] = (refs, env[len(inputs):])
+
+    def take(self, inputs: list) -> list | None:
+        """Every value of the forward call on ``inputs`` (the same arrays), or None."""
+        entry = self.kept.pop(id(inputs[0]), None)
+        if entry is None or any(r() is not a for r, a in zip(entry[0], inputs)):
+            return None
+        return inputs + entry[1]
+
+    def _forget(self, key: int) -> None:
+        self.watched.pop(key, None)
+        self.kept.pop(key, None)

@@ -37,7 +37,7 @@ def variables(seed, rows, size):
 
 def function_calls(kernel_calls, prefix="function_"):
     """``(forward rows per call, grad calls)`` of the function ops among ``kernel_calls``."""
-    forward = [arrays["Args"][0].shape[0] for t, arrays in kernel_calls
+    forward = [arrays["Arg0"].shape[0] for t, arrays in kernel_calls
                if t.startswith(prefix) and not t.endswith("_grad")]
     return forward, [t for t, _ in kernel_calls if t.startswith(prefix) and t.endswith("_grad")]
 
