@@ -5,17 +5,15 @@ input bound to a value (the function's arguments first, then its captured Variab
 traced ops' outputs), and which values the function returns. A ``Program`` is the graph at one
 signature of its inputs (shapes and dtypes): each op's CallPlan, asked of the dispatch core's
 ``infer`` once per signature, so the same graph serves the shapes it was traced at and the
-concatenated arguments of a lazy batch. ``forward`` runs each plan with ``invoke``; ``backward``
-runs the traced ops' grad steps in reverse (``grad_replay.prepare``, which reads them through
-``tape.grad_steps``), adding a value's gradient parts in the order eager backward adds them.
+concatenated arguments of a lazy batch, written out as straight code (``tape.function_code``):
+its ``forward`` runs each plan's kernel, its ``backward`` the traced ops' grad steps in reverse.
 """
 from __future__ import annotations
 
 from . import dtypes
 from .batch_rules import CAT, SHARED, rule_for
-from .dispatch import infer, invoke
-from .grad_replay import prepare, shape_only
-from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, META_OUT, OUT_GRAD, TEMP
+from .dispatch import infer
+from .function_code import write_backward, write_forward
 from .var_desc import VarDesc
 
 
@@ -106,10 +104,12 @@ def _concatenates_rows(step: Step, plan, specs: list, reads_rows: dict) -> bool:
 
 
 class Program:
-    """A Graph at one signature of its inputs: each step's CallPlan (``plans``) and each
-    value's ``(shape, dtype)`` (``specs``) and whether it wants a gradient."""
+    """A Graph at one signature of its inputs: each step's CallPlan (``plans``), each value's
+    ``(shape, dtype)`` (``specs``), and the Program written out (``tape.function_code``):
+    ``forward(inputs)`` gives every value, ``backward(values, out_grads)`` the gradients of
+    the inputs (None where none flows)."""
 
-    __slots__ = ("graph", "plans", "specs", "output_specs", "counts")
+    __slots__ = ("graph", "plans", "specs", "output_specs", "counts", "forward", "backward")
 
     def __init__(self, graph: Graph, specs: tuple):
         self.graph = graph
@@ -131,81 +131,6 @@ class Program:
         self.counts = tuple(counts)
         self.specs = values
         self.output_specs = [values[i] for i in graph.outputs]
-
-    def forward(self, inputs: list) -> list:
-        """Every value of the graph for ``inputs`` (arrays, in the graph's input order)."""
-        env = list(inputs) + [None] * (self.graph.size - len(inputs))
-        for step, plan in zip(self.graph.steps, self.plans):
-            arrays = {slot: [env[i] for i in index] if duplicable else env[index[0]]
-                      for slot, duplicable, index in step.ins if index}
-            for (_, duplicable, index), result in zip(step.outs, invoke(plan, arrays)):
-                if duplicable:
-                    for i, value in zip(index, result):
-                        env[i] = value
-                elif index:
-                    env[index[0]] = result
-        return env
-
-    def backward(self, env: list, out_grads: list) -> list:
-        """The gradients of the graph's inputs (None where none flows), given every value
-        (``forward``'s answer) and the gradients of the outputs (None: none arrived)."""
-        grads = {}
-        for i, g in zip(self.graph.outputs, out_grads):
-            if g is not None:
-                _add(grads, i, g)
-        for step, plan, counts in zip(reversed(self.graph.steps), reversed(self.plans),
-                                      reversed(self.counts)):
-            outs = [i for _, _, index in step.outs for i in index]
-            if not any(i in grads for i in outs):
-                continue
-            ins = {slot: index for slot, _, index in step.ins}
-            outputs = {slot: index for slot, _, index in step.outs}
-            temps = {}
-            for p in prepare(plan, counts):
-                self._grad_step(p, env, grads, temps, ins, outputs)
-            for i in outs:
-                grads.pop(i, None)
-        return [grads.get(i) for i in range(self.graph.inputs)]
-
-    def _grad_step(self, p, env, grads, temps, ins, outputs) -> None:
-        """Run prepared grad step ``p`` of one traced op (its inputs and outputs by slot in
-        ``ins`` and ``outputs``) and file the gradients it writes."""
-        def bound(kind, fslot, i):
-            if kind == TEMP:
-                return temps[fslot]
-            at = (ins if kind in (FWD_IN, META_IN, IN_GRAD) else outputs)[fslot][i]
-            if kind in (FWD_IN, FWD_OUT):
-                return env[at]
-            if kind in (META_IN, META_OUT):
-                return shape_only(*self.specs[at])
-            g = grads.get(at)
-            if g is None and kind == OUT_GRAD:
-                shape, dtype = self.specs[at]
-                g = self.graph.place.array_module().zeros(shape, dtypes.to_numpy(dtype))
-            return g     # (an optional output gradient or an input's: None if none arrived)
-
-        args = {}
-        for slot, duplicable, refs in p.ins:
-            if refs:
-                values = [bound(*ref) for ref in refs]
-                args[slot] = [v for v in values if v is not None] if duplicable else values[0]
-        result = invoke(p.plan, args, p.wants)
-        for (slot, duplicable, refs), r in zip(p.outs, result):
-            if slot not in p.wants or r is None:
-                continue
-            for j, (kind, fslot, i, kept) in enumerate(refs):
-                g = r[j] if duplicable else r
-                if not kept or g is None:
-                    continue
-                if kind == TEMP:
-                    temps[fslot] = g
-                else:
-                    _add(grads, ins[fslot][i], g)
-
-
-def _add(grads: dict, i: int, g) -> None:
-    """Add gradient part ``g`` of value ``i``, as eager backward does: the first is taken as
-    it is, a later one added to the sum so far, out of place (a kernel's array may be shared)."""
-    old = grads.get(i)
-    grads[i] = g if old is None else old + g
-
+        # forward(inputs) -> every value; backward(values, out_grads) -> the inputs' gradients
+        self.forward = write_forward(self)
+        self.backward = write_backward(self)

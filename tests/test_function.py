@@ -13,6 +13,13 @@ from tape.testing import check_function_grad, check_grad
 pytestmark = pytest.mark.usefixtures("user_ops")    # each trace registers an op: removed after
 
 
+@pytest.fixture(params=["checks on", "checks off"])
+def checks(request, restore_flags):
+    """Runs the test with the suite's unused-input check on (every kernel through ``invoke``)
+    and with it off (the traced program's kernels called directly)."""
+    tape.set_flags({"FLAGS_enable_unused_var_check": request.param == "checks on"})
+
+
 def floats(seed, *shape, dtype=np.float32):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
@@ -41,7 +48,7 @@ def run_cell(cell, linear, x, h):
             *(p.grad.numpy() for p in linear.params())]
 
 
-def test_one_call_equals_the_function_bit_for_bit(mode):
+def test_one_call_equals_the_function_bit_for_bit(mode, checks):
     """Forward and every gradient: one call adds each gradient's parts in eager's order."""
     cell, linear = make_cell()
     traced = tape.function(cell)
@@ -63,7 +70,7 @@ def test_records_one_op(mode):
     assert recorded[-1].startswith("function_cell_") and len(recorded) == 2    # slice, cell
 
 
-def test_several_calls_share_the_captured_parameters(mode):
+def test_several_calls_share_the_captured_parameters(mode, checks):
     """Two calls: outputs bit for bit; a parameter's gradient sums each call's sum of parts
     (eager sums them all in one order), so it agrees within float32 rounding."""
     cell, linear = make_cell()
@@ -84,7 +91,7 @@ def test_several_calls_share_the_captured_parameters(mode):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * np.abs(b).max())
 
 
-def test_gradients_match_central_differences():
+def test_gradients_match_central_differences(checks):
     cell, linear = make_cell(dtype="float64")
     traced = tape.function(lambda x, h: cell(x, h)[0])
     x, h = floats(2, 3, 4, dtype=np.float64), floats(3, 3, 3, dtype=np.float64)

@@ -54,9 +54,12 @@ def test_calls_batch_into_one_kernel_call_forward_and_backward(kernel_calls):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7 * np.abs(b).max())
 
 
-def test_batched_calls_equal_unbatched_ones():
+@pytest.mark.parametrize("check", [True, False])
+def test_batched_calls_equal_unbatched_ones(check, restore_flags):
     """Row-wise ops compute each row as alone; the products (one BLAS call over all rows) and
-    the captured weight's gradient (one product over all rows) round differently."""
+    the captured weight's gradient (one product over all rows) round differently. With the
+    unused-input check on and off (the traced kernels called through ``invoke`` or directly)."""
+    tape.set_flags({"FLAGS_enable_unused_var_check": check})
     cell, params = cell_and_params()
     traced = tape.function(cell)
     xs, hs = variables(2, 2, 4), variables(3, 2, 3)
