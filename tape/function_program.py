@@ -10,6 +10,9 @@ its ``forward`` runs each plan's kernel, its ``backward`` the traced ops' grad s
 """
 from __future__ import annotations
 
+import dataclasses
+from typing import NamedTuple
+
 from . import dtypes
 from .batch_rules import CAT, SHARED, rule_for
 from .dispatch import infer
@@ -17,47 +20,56 @@ from .function_code import write_backward, write_forward
 from .var_desc import VarDesc
 
 
-class Step:
+class Step(NamedTuple):
     """One traced op: its OpInfo, checked attributes (and their key), and per slot, in the
     op's slot order, the values it reads (``ins``) and writes (``outs``), as
     ``((slot, duplicable, (value index, ...)), ...)``; a slot it was not given, or an output
     it does not write, binds none."""
 
-    __slots__ = ("info", "attrs", "attrs_key", "ins", "outs")
-
-    def __init__(self, info, attrs, attrs_key, ins, outs):
-        self.info = info
-        self.attrs = attrs
-        self.attrs_key = attrs_key
-        self.ins = ins
-        self.outs = outs
+    info: object
+    attrs: dict
+    attrs_key: object
+    ins: tuple
+    outs: tuple
 
 
+# Programs a Graph keeps (one per signature of its inputs: a lazy batch of a new size makes
+# one): past this many, it starts again
+PROGRAM_CACHE_LIMIT = 256
+
+
+@dataclasses.dataclass(eq=False)
 class Graph:
     """What tracing a function found: ``steps`` (Steps in record order) over ``size`` values,
-    of which the first ``inputs`` are the op's inputs (``arguments`` arguments, then the
+    of which the first ``len(wants)`` are the op's inputs (``arguments`` arguments, then the
     captured Variables), with ``wants`` saying which of those want gradients and
     ``input_dtypes`` their dtypes; ``outputs`` are the returned values' indices; ``place`` is
-    where the traced ops ran."""
+    where the traced ops ran. ``programs`` and ``by_arrays`` keep its Programs by the inputs'
+    ``(shape, dtype code)`` and by their arrays' ``(shape, numpy dtype)``."""
 
-    def __init__(self, steps: tuple, arguments: int, wants: tuple, input_dtypes: tuple,
-                 outputs: tuple, size: int, place):
-        self.steps = steps
-        self.inputs = len(wants)
-        self.arguments = arguments
-        self.wants = wants
-        self.input_dtypes = input_dtypes
-        self.outputs = outputs
-        self.size = size
-        self.place = place
-        self.programs: dict = {}     # ((shape, dtype code), ...) of the inputs -> Program
-        self.by_arrays: dict = {}    # ((shape, numpy dtype), ...) of input arrays -> Program
+    steps: tuple
+    arguments: int
+    wants: tuple
+    input_dtypes: tuple
+    outputs: tuple
+    size: int
+    place: object
+    programs: dict = dataclasses.field(default_factory=dict)
+    by_arrays: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the op takes: arguments and captured Variables."""
+        return len(self.wants)
 
     def program(self, specs: tuple) -> Program:
         """The Program at inputs of ``specs`` (``(shape, dtype code)`` per input), inferred
         once: an inner op's shape error is raised here, naming that op."""
         program = self.programs.get(specs)
         if program is None:
+            if len(self.programs) >= PROGRAM_CACHE_LIMIT:
+                self.programs.clear()
+                self.by_arrays.clear()
             program = self.programs[specs] = Program(self, specs)
         return program
 

@@ -211,3 +211,12 @@ def test_a_constant_made_inside_is_held_by_the_trace():
         np.testing.assert_array_equal(traced(tape.Variable(x)).numpy(), x + 1)
         ops_recorded |= {t.info.type for t in traced.traces.values()}
     assert len(ops_recorded) == 1       # traced once
+
+
+def test_the_op_refuses_a_gradient_its_trace_does_not_give():
+    traced = tape.function(lambda x: ops.tanh(x))
+    x = floats(0, 2, 3)
+    traced(tape.Variable(x))                    # traced with stop_gradient=True
+    (trace,) = traced.traces.values()
+    with pytest.raises(tape.InvalidArgumentError, match="wants a gradient"):
+        tape.Tape().run(trace.info, {"Arg0": [tape.Variable(x, stop_gradient=False)]}, None)
