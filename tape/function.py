@@ -14,6 +14,7 @@ from .errors import InvalidArgumentError
 from .function_op import input_slots, register_function_op
 from .function_program import Graph, Step
 from .grad_replay import shape_only
+from .place import CPU
 from .tape import (
     LazyTape,
     Tape,
@@ -67,12 +68,15 @@ class Function:
         t = get_global_tape()
         if t.tracing:
             return self.fn(*args)
+        key = []
         for a in args:
             if not isinstance(a, Variable):
                 raise InvalidArgumentError(
                     f"tape.function {self.fn.__name__}: arguments must be Variables; received "
                     f"{type(a).__name__} (pass a constant by closure)")
-        key = tuple((a.desc.shape, a.desc.dtype, a.place, a.desc.stop_gradient) for a in args)
+            d = a.desc      # (a Place hashes in Python: the one CPUPlace is keyed as None)
+            key.append((d.shape, d.dtype, d.stop_gradient, None if a.place is CPU else a.place))
+        key = tuple(key)
         trace = self.traces.get(key)
         captured = None if trace is None else trace.captured_now(t.serial)
         if captured is None:
@@ -96,7 +100,7 @@ class _Trace:
     output only weakly (a trace must not keep an activation alive): once it is gone, the
     function is traced again."""
 
-    __slots__ = ("info", "slots", "runners", "captured", "captured_wants")
+    __slots__ = ("info", "slots", "runners", "captured", "captured_wants", "checked")
 
     def __init__(self, info, slots: list, captured: list):
         self.info = info
@@ -104,16 +108,24 @@ class _Trace:
         self.runners = {Tape: positional_runner(info), LazyTape: lazy_positional_runner(info)}
         self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
+        # (tape serial, captured Variables) as last checked, where every one is a leaf (held
+        # anyway, and a leaf stays one): checked once per tape
+        self.checked = (None, None)
 
     def captured_now(self, serial: int) -> list | None:
         """The captured Variables, or None where the trace no longer holds for tape
-        ``serial``: one is gone, was computed on another tape, or changed stop_gradient."""
+        ``serial``: one is gone, was computed on another tape, or changed stop_gradient (a
+        trace capturing only leaves checks that once per tape)."""
+        if self.checked[0] == serial:
+            return self.checked[1]
         found = []
         for ref, wants in zip(self.captured, self.captured_wants):
             v = ref()
             if v is None or v._tape not in (0, serial) or v.desc.stop_gradient == wants:
                 return None
             found.append(v)
+        if all(type(ref) is _Held for ref in self.captured):
+            self.checked = (serial, found)
         return found
 
 

@@ -98,7 +98,7 @@ def test_gradients_match_central_differences(checks):
     check_function_grad(traced, x, h)
     # the op itself, captured parameters included, float64 and float32
     (op_type,) = [t.info.type for key, t in traced.traces.items()
-                  if not any(stop_gradient for *_, stop_gradient in key)]
+                  if not any(stop_gradient for _, _, stop_gradient, _ in key)]
     w, b = (p.numpy() for p in linear.params())
     check_grad(op_type, {"Args": [x, h], "Captured": [w, b]})
 
