@@ -1,6 +1,8 @@
 """tape.function: a traced function recorded as one op, eager and lazy (batching:
 tests/test_function_batching.py)."""
 import gc
+import pathlib
+import sys
 import weakref
 
 import numpy as np
@@ -247,3 +249,32 @@ def test_an_id_argument_an_unused_result_and_no_grad(mode):
         results[-1].append(out.numpy())
     for got, want in zip(results[1], results[0], strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("workload", ["forest", "char_lm_16"])
+def test_the_benchmark_models_with_traced_cells_train_as_the_plain_ones(workload):
+    """benchmarks/dynamic.py's rows "cells as tape.function": the same loss bit for bit and
+    the same gradients within float32 rounding as the plain models, eagerly."""
+    benchmarks = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        import dynamic_models as models
+    finally:
+        sys.path.pop(0)
+    samples, plain, traced = {
+        "forest": (models.forest_samples, models.forest_tape, models.forest_traced_tape),
+        "char_lm_16": (models.char_batch_samples, models.char_lm_16_tape,
+                       models.char_lm_16_traced_tape)}[workload]
+    data = samples(np.random.default_rng(0))
+    results = []
+    for build in (plain, traced):
+        tape.seed(0)
+        params, (loss_of,) = build(tape, data)
+        tape.reset_global_tape()
+        loss = loss_of()
+        loss.backward()
+        results.append((loss.numpy(), [p.grad.numpy() for p in params]))
+    (loss, grads), (traced_loss, traced_grads) = results
+    np.testing.assert_array_equal(traced_loss, loss)
+    for got, want in zip(traced_grads, grads, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
