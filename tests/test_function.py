@@ -278,3 +278,27 @@ def test_the_benchmark_models_with_traced_cells_train_as_the_plain_ones(workload
     np.testing.assert_array_equal(traced_loss, loss)
     for got, want in zip(traced_grads, grads, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def test_a_repeated_lazy_graph_and_a_nested_function_equal_eager():
+    """The same one-sample graph every iteration (a lazy tape's cached backward runs it from
+    its second backward on), with a function called inside another (inlined in its trace)."""
+    cell, linear = make_cell()
+    inner = tape.function(lambda x, h: cell(x, h)[0])
+    outer = tape.function(lambda x, h: inner(x, inner(x, h)))
+    x = tape.Variable(floats(9, 1, 4), stop_gradient=False)
+    h = tape.Variable(floats(10, 1, 3), stop_gradient=False)
+
+    def chain(f):
+        def run(x, h):
+            out = f(x, h)
+            return out, out
+        return run
+    expected = run_cell(chain(lambda x, h: cell(x, cell(x, h)[0])[0]), linear, x, h)
+    for _ in range(3):
+        with tape.lazy():
+            got = run_cell(chain(outer), linear, x, h)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+    (trace,) = outer.traces.values()
+    assert not inner.traces and trace.info.type.startswith("function__lambda_")
