@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 
 from .errors import InvalidArgumentError
 from .function_op import input_slots, register_function_op
@@ -27,7 +28,7 @@ from .var_desc import VarDesc
 from .variable import Variable, forbid_value_reads, new_variable
 
 
-def function(fn):
+def function(fn: Callable) -> Function:
     """Trace ``fn``, a function of Variables returning a Variable or a tuple/list of them, once
     per signature, and record each call as ONE op.
 
@@ -59,20 +60,24 @@ def function(fn):
 class Function:
     """What ``tape.function`` returns: calling it records ``fn`` as one op (see ``function``)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable):
         self.fn = fn
+        self.name = getattr(fn, "__name__", "function")
         self.traces: dict = {}      # the arguments' signature -> _Trace
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args):
+    def __call__(self, *args: Variable):
         t = get_global_tape()
         if t.tracing:
             return self.fn(*args)
+        if not args:
+            raise InvalidArgumentError(f"tape.function {self.name}: a traced function takes "
+                                       f"at least one Variable argument")
         key = []
         for a in args:
             if not isinstance(a, Variable):
                 raise InvalidArgumentError(
-                    f"tape.function {self.fn.__name__}: arguments must be Variables; received "
+                    f"tape.function {self.name}: arguments must be Variables; received "
                     f"{type(a).__name__} (pass a constant by closure)")
             d = a.desc      # (a Place hashes in Python: the one CPUPlace is keyed as None)
             key.append((d.shape, d.dtype, d.stop_gradient, None if a.place is CPU else a.place))
@@ -80,7 +85,7 @@ class Function:
         trace = self.traces.get(key)
         captured = None if trace is None else trace.captured_now(t.serial)
         if captured is None:
-            trace = self.traces[key] = _trace(self.fn, args, t)
+            trace = self.traces[key] = _trace(self.fn, self.name, args, t)
             captured = trace.captured_now(t.serial)
         run = trace.runners.get(type(t))
         if run is not None:
@@ -141,11 +146,10 @@ class _Held:
         return self.v
 
 
-def _trace(fn, args: tuple, outer) -> _Trace:
-    """Run ``fn`` on placeholders of ``args`` on a recording LazyTape and register the op of
-    what it recorded. The recorder takes the serial of ``outer``, the tape the call records on,
-    so that the Variables recorded there read as current, not stale."""
-    name = getattr(fn, "__name__", "function")
+def _trace(fn, name: str, args: tuple, outer) -> _Trace:
+    """Run ``fn`` (called ``name``) on placeholders of ``args`` on a recording LazyTape and
+    register the op of what it recorded. The recorder takes the serial of ``outer``, the tape
+    the call records on, so that the Variables recorded there read as current, not stale."""
     placeholders = [new_variable(VarDesc(f"{name}.arg{i}", a.desc.shape, a.desc.dtype,
                                          stop_gradient=a.desc.stop_gradient),
                                  shape_only(a.desc.shape, a.desc.dtype), 0, a.place)
@@ -166,6 +170,12 @@ def _trace(fn, args: tuple, outer) -> _Trace:
 def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:
     """``(Graph, captured Variables)`` of the ops on ``recorder`` that ``outputs`` need."""
     handles = list(recorder)
+    for h in handles:
+        if h.plan.shaped_by_values:     # (the recorder ran it at once, on placeholders)
+            raise InvalidArgumentError(
+                f"tape.function {name}: its op {h.type} has an output shape that only values "
+                f"tell, which a trace cannot hold (an RNN cell's zero state made inside: pass "
+                f"the state as an argument)")
     made_by = {id(e.desc): n for n, h in enumerate(handles)
                for es in h.outputs.values() for e in es}
     for v in outputs:

@@ -171,6 +171,16 @@ def test_arguments_and_results_must_be_variables():
         tape.function(lambda x: x)(tape.Variable(floats(0, 2)))
     with pytest.raises(tape.InvalidArgumentError, match="must return a Variable"):
         tape.function(lambda x: 3.0)(tape.Variable(floats(0, 2)))
+    with pytest.raises(tape.InvalidArgumentError, match="at least one Variable argument"):
+        tape.function(lambda: ops.tanh(tape.Variable(floats(0, 2))))()
+
+
+def test_an_output_shape_only_values_tell_is_refused():
+    """An LSTMCell called without a state makes its zero state with ops whose output shape
+    comes from a value when traced (``layers.recurrent.batch_zeros``)."""
+    cell = layers.LSTMCell(4, 3)
+    with pytest.raises(tape.InvalidArgumentError, match="pass the state as an argument"):
+        tape.function(lambda x: cell(x)[0])(tape.Variable(floats(0, 2, 4)))
 
 
 def test_export_inlines_the_function():
