@@ -97,8 +97,12 @@ def _batch_rule(graph: Graph, names: list, shapes: dict):
 
 class ForwardValues:
     """The values forward calls computed, per the arrays they were given, until a grad call
-    on the same arrays takes them or the first of those arrays is freed: an entry never
-    outlives its inputs, and one watch per input array, however often it is given."""
+    on the same arrays takes them or the first of those arrays is freed (one watch per input
+    array, however often it is given). At most ``LIMIT`` are kept, then they are dropped (a
+    value may be a view that keeps its input alive, and a call whose gradient nobody asks for
+    is never taken): a grad call that finds none runs the forward again."""
+
+    LIMIT = 1024
 
     def __init__(self):
         self.kept = {}       # id(first input) -> (weak refs to the inputs, the values past them)
@@ -110,6 +114,8 @@ class ForwardValues:
         except TypeError:   # (a numpy scalar: its grad call computes again)
             return
         key = id(inputs[0])
+        if len(self.kept) >= self.LIMIT:
+            self.kept.clear()
         if key not in self.watched:
             self.watched[key] = weakref.finalize(inputs[0], self._forget, key)
         self.kept[key] = (refs, env[len(inputs):])

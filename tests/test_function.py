@@ -312,3 +312,39 @@ def test_a_repeated_lazy_graph_and_a_nested_function_equal_eager():
             np.testing.assert_array_equal(a, b)
     (trace,) = outer.traces.values()
     assert not inner.traces and trace.info.type.startswith("function__lambda_")
+
+
+def test_forward_values_are_kept_for_the_grad_call_and_bounded(monkeypatch):
+    """The grad call takes the values its forward call computed; values nobody takes (no_grad
+    calls on arguments that stay alive) are dropped past ForwardValues.LIMIT, and a grad call
+    that finds none computes them again."""
+    from tape.function_op import ForwardValues
+    monkeypatch.setattr(ForwardValues, "LIMIT", 4)
+    taken, stores = [], set()
+    take, keep = ForwardValues.take, ForwardValues.keep
+
+    def taking(self, inputs):
+        taken.append(take(self, inputs))
+        return taken[-1]
+
+    def keeping(self, inputs, env):
+        stores.add(self)
+        keep(self, inputs, env)
+    monkeypatch.setattr(ForwardValues, "take", taking)
+    monkeypatch.setattr(ForwardValues, "keep", keeping)
+    traced = tape.function(lambda x: ops.split(x, num=2, axis=1)[0] * 2.0)
+    alive = [tape.Variable(floats(1, 2, 4), stop_gradient=False) for _ in range(6)]
+    x = tape.Variable(floats(0, 2, 4), stop_gradient=False)
+    expected = np.repeat([[2.0, 2.0, 0.0, 0.0]], 2, 0)
+    for nobody_takes in (0, 6):
+        x.grad = None
+        tape.reset_global_tape()
+        y = traced(x)
+        with tape.no_grad():
+            for v in alive[:nobody_takes]:
+                traced(v)
+        ops.reduce_sum(y).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), expected)
+        (store,) = stores
+        assert len(store.kept) <= ForwardValues.LIMIT
+    assert taken[0] is not None and taken[1] is None
