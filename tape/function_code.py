@@ -41,7 +41,7 @@ def write_forward(program):
                 lines.append(f"    {_unpacked(names[i] for i in index)} = {r}" if duplicable
                              else f"    {names[index[0]]} = {r}")
     lines.append(f"    return [{', '.join(names)}]")
-    return _compiled(lines, namespace, "forward", graph)
+    return _compiled(lines, namespace, "forward")
 
 
 def write_backward(program):
@@ -78,7 +78,7 @@ class _Backward:
                 lines += self.step_lines(p, f"{n}_{m}", slots)
             lines += [f"        {grads[i]} = None" for i in outs]
         lines.append(f"    return [{', '.join(grads[:graph.inputs])}]")
-        return _compiled(lines, self.namespace, "backward", graph)
+        return _compiled(lines, self.namespace, "backward")
 
     def step_lines(self, p, name: str, slots: tuple) -> list:
         """The lines of prepared grad step ``p`` of a traced op whose input and output slots
@@ -162,6 +162,6 @@ def _zeros(spec: tuple):
     return place.array_module().zeros(shape, dtypes.to_numpy(dtype))
 
 
-def _compiled(lines: list, namespace: dict, name: str, graph):
+def _compiled(lines: list, namespace: dict, name: str):
     exec(compile("\n".join(lines), f"<{name} of a traced function>", "exec"), namespace)
     return namespace[name]
