@@ -15,6 +15,7 @@ def path(request, monkeypatch):
     limit = float("inf") if request.param == "numpy" else 0
     monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
     monkeypatch.setattr(matmul_kernels, "OUTER_NUMBA_FROM", limit)
+    monkeypatch.setattr(activation, "RELU_NUMBA_FROM", limit)
     return request.param
 
 
@@ -35,6 +36,18 @@ def test_relu_grad_and_sgd_are_bit_for_bit_the_formulas(path, dtype):
         expected = param - lr[0] * grad
     optimizer.sgd(param, lr, grad, None)
     assert param.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["0-d", "transposed", "broadcast sum"])
+def test_relu_is_numpys_maximum_bit_for_bit(path, dtype, layout):
+    """NaN (with its sign) stays NaN, -0.0 becomes +0.0, any layout is read in index order."""
+    x = _values(dtype)
+    x.flat[6] = -np.nan
+    value = {"0-d": np.array(-0.0, dtype), "transposed": x.T,
+             "broadcast sum": x[:3, :4, None] + x[:1, :5].reshape(1, 1, 5)}[layout]
+    with np.errstate(invalid="ignore"):
+        assert activation.relu(value).tobytes() == np.maximum(value, 0).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,4 +1,5 @@
-"""Activation kernels: numpy ufuncs forward; numba loops for gradients and softmax rows.
+"""Activation kernels: numpy ufuncs forward (relu a numba loop from 1024 elements); numba loops
+for gradients and softmax rows.
 
 Measured on 256x1024 float32: the gradients that take several numpy passes (relu, sigmoid, tanh,
 square) run as one numba loop in about half the time of the numpy expression; exp_grad and
@@ -17,10 +18,19 @@ from tape.registry import kernel
 from .. import formulas
 from ..jit import njit, njit_with, pointwise
 
+# np.maximum minds NaN element by element: 6.8 against 2.3 us for the loop at 64x256 float32,
+# 99 against 26 at 256x1024; from 1024 elements the loop wins (1.1 against 1.5 us at 32x64).
+RELU_NUMBA_FROM = 1024
+_relu = pointwise(formulas.relu, inputs=1)
+
 
 @kernel("relu")
 def relu(X):
-    return np.maximum(X, 0)
+    if X.size < RELU_NUMBA_FROM:
+        return np.maximum(X, 0)
+    out = np.empty(X.shape, X.dtype)
+    _relu(X.ravel(), out.reshape(-1), ())     # formulas.relu: np.maximum(X, 0) bit for bit
+    return out
 
 
 # exp(-x) overflows to inf for x below about -88 (float32), giving the right limit 0. numpy's
