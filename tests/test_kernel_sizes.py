@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tape.kernels.cpu import activation, optimizer
+from tape.kernels.cpu import activation, elementwise, optimizer
 from tape.kernels.cpu import math as matmul_kernels
 
 
@@ -16,6 +16,7 @@ def path(request, monkeypatch):
     monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
     monkeypatch.setattr(matmul_kernels, "OUTER_NUMBA_FROM", limit)
     monkeypatch.setattr(activation, "RELU_NUMBA_FROM", limit)
+    monkeypatch.setattr(elementwise, "ADD_ROWS_NUMBA_FROM", limit)
     return request.param
 
 
@@ -48,6 +49,20 @@ def test_relu_is_numpys_maximum_bit_for_bit(path, dtype, layout):
              "broadcast sum": x[:3, :4, None] + x[:1, :5].reshape(1, 1, 5)}[layout]
     with np.errstate(invalid="ignore"):
         assert activation.relu(value).tobytes() == np.maximum(value, 0).tobytes()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # inf + -inf, on purpose
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, y_shape, axis", [
+    ((5, 7), (7,), -1), ((5, 7), (7,), 1), ((2, 5, 7), (7,), 2),
+    ((7, 7), (7,), 0),          # Y along X's first dim: not a row
+    ((5, 7), (1, 7), -1)])      # a 2-D Y: numpy's broadcast
+def test_elementwise_add_of_a_row_is_numpys_sum_bit_for_bit(path, dtype, x_shape, y_shape, axis):
+    """Linear's bias add; signed zeros, NaN and inf as numpy's."""
+    x = _values(dtype, (int(np.prod(x_shape)),)).reshape(x_shape)
+    y = _values(dtype, (y_shape[-1],), seed=1)[::-1].copy().reshape(y_shape)
+    y_aligned = y.reshape(-1, 1) if axis == 0 else y
+    assert elementwise.elementwise_add(x, y, axis).tobytes() == (x + y_aligned).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

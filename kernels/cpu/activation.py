@@ -1,5 +1,5 @@
-"""Activation kernels: numpy ufuncs forward (relu a numba loop from 1024 elements); numba loops
-for gradients and softmax rows.
+"""Activation kernels: numpy ufuncs forward (relu a numba loop on large arrays); numba loops for
+gradients and softmax rows.
 
 Measured on 256x1024 float32: the gradients that take several numpy passes (relu, sigmoid, tanh,
 square) run as one numba loop in about half the time of the numpy expression; exp_grad and
@@ -18,9 +18,10 @@ from tape.registry import kernel
 from .. import formulas
 from ..jit import njit, njit_with, pointwise
 
-# np.maximum minds NaN element by element: 6.8 against 2.3 us for the loop at 64x256 float32,
-# 99 against 26 at 256x1024; from 1024 elements the loop wins (1.1 against 1.5 us at 32x64).
-RELU_NUMBA_FROM = 1024
+# np.maximum minds NaN element by element: 7.0 against 2.8 us for the loop at 64x256 float32,
+# 111 against 30 at 256x1024, 2.8 against 2.1 at 64x64, but 1.7 against 1.8 at 32x64 (the
+# loop's ahead-of-time call).
+RELU_NUMBA_FROM = 4096
 _relu = pointwise(formulas.relu, inputs=1)
 
 
