@@ -27,7 +27,8 @@ _relu = pointwise(formulas.relu, inputs=1)
 
 @kernel("relu")
 def relu(X):
-    if X.size < RELU_NUMBA_FROM:
+    # (a cupy array, as the CUDA place runs this function too, takes the ufunc)
+    if X.size < RELU_NUMBA_FROM or type(X) is not np.ndarray:
         return np.maximum(X, 0)
     out = np.empty(X.shape, X.dtype)
     _relu(X.ravel(), out.reshape(-1), ())     # formulas.relu: np.maximum(X, 0) bit for bit
