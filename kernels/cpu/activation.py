@@ -27,11 +27,12 @@ _relu = pointwise(formulas.relu, inputs=1)
 
 @kernel("relu")
 def relu(X):
-    # (a cupy array, as the CUDA place runs this function too, takes the ufunc)
-    if X.size < RELU_NUMBA_FROM or type(X) is not np.ndarray:
+    # a cupy array (the CUDA place runs this function too) takes the ufunc, and so does a
+    # strided one, whose layout np.maximum's result keeps
+    if X.size < RELU_NUMBA_FROM or type(X) is not np.ndarray or not X.flags.c_contiguous:
         return np.maximum(X, 0)
     out = np.empty(X.shape, X.dtype)
-    _relu(X.ravel(), out.reshape(-1), ())     # formulas.relu: np.maximum(X, 0) bit for bit
+    _relu(X.reshape(-1), out.reshape(-1), ())     # formulas.relu: np.maximum(X, 0) bit for bit
     return out
 
 
