@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tape.kernels.cpu import activation, optimizer
+from tape.kernels.cpu import activation, elementwise, optimizer
 from tape.kernels.cpu import math as matmul_kernels
 
 
@@ -15,6 +15,8 @@ def path(request, monkeypatch):
     limit = float("inf") if request.param == "numpy" else 0
     monkeypatch.setattr(optimizer, "SGD_NUMBA_FROM", limit)
     monkeypatch.setattr(matmul_kernels, "OUTER_NUMBA_FROM", limit)
+    monkeypatch.setattr(activation, "RELU_NUMBA_FROM", limit)
+    monkeypatch.setattr(elementwise, "ADD_ROWS_NUMBA_FROM", limit)
     return request.param
 
 
@@ -35,6 +37,57 @@ def test_relu_grad_and_sgd_are_bit_for_bit_the_formulas(path, dtype):
         expected = param - lr[0] * grad
     optimizer.sgd(param, lr, grad, None)
     assert param.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["0-d", "transposed", "3-d"])
+def test_relu_is_numpys_maximum_bit_for_bit(path, dtype, layout):
+    """NaN (with its sign) stays NaN, -0.0 becomes +0.0; the result has numpy's layout."""
+    x = _values(dtype)
+    x.flat[6] = -np.nan
+    value = {"0-d": np.array(-0.0, dtype), "transposed": x.T,
+             "3-d": np.concatenate([x, -x, x.T.reshape(5, 7)]).reshape(3, 5, 7)}[layout]
+    out, expected = activation.relu(value), np.maximum(value, 0)
+    assert out.tobytes() == expected.tobytes() and out.strides == expected.strides
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # inf + -inf, on purpose
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, y_shape, axis", [
+    ((5, 7), (7,), -1), ((5, 7), (7,), 1), ((2, 5, 7), (7,), 2),
+    ((7, 7), (7,), 0),          # Y along X's first dim: not a row
+    ((5, 7), (1, 7), -1)])      # a 2-D Y: numpy's broadcast
+def test_elementwise_add_of_a_row_is_numpys_sum_bit_for_bit(path, dtype, x_shape, y_shape, axis):
+    """Linear's bias add; signed zeros, NaN and inf as numpy's."""
+    x = _values(dtype, (int(np.prod(x_shape)),)).reshape(x_shape)
+    y = _values(dtype, (y_shape[-1],), seed=1)[::-1].copy().reshape(y_shape)
+    y_aligned = y.reshape(-1, 1) if axis == 0 else y
+    assert elementwise.elementwise_add(x, y, axis).tobytes() == (x + y_aligned).tobytes()
+
+
+class _DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """An array of another module (cupy's, on the CUDA place, which runs these kernels too):
+    numpy's ufuncs and operators apply to it, numba and ``ravel`` do not."""
+
+    def __init__(self, array):
+        self.array = array
+
+    shape = property(lambda self: self.array.shape)
+    dtype = property(lambda self: self.array.dtype)
+    ndim = property(lambda self: self.array.ndim)
+    size = property(lambda self: self.array.size)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        arrays = [x.array if isinstance(x, _DeviceArray) else x for x in inputs]
+        return _DeviceArray(getattr(ufunc, method)(*arrays, **kwargs))
+
+
+def test_relu_and_bias_add_leave_another_modules_arrays_to_its_ufuncs(path):
+    x, b = _values(np.float32), _values(np.float32, (7,), seed=1)
+    out = activation.relu(_DeviceArray(x))
+    assert type(out) is _DeviceArray and out.array.tobytes() == np.maximum(x, 0).tobytes()
+    out = elementwise.elementwise_add(_DeviceArray(x), _DeviceArray(b), -1)
+    assert type(out) is _DeviceArray and out.array.tobytes() == (x + b).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

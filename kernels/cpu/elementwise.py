@@ -3,11 +3,37 @@ import numpy as np
 
 from tape.registry import kernel
 
+from ..jit import njit
 from .broadcast import aligned, grad_operands, grad_shapes, unbroadcast, unbroadcast_product
+
+# numpy broadcasts a row vector one row per inner loop: 62 against 29 us for the numba loop at
+# 256x1024 float32, 4.2 against 3.6 at 64x256, a tie at 64x128 (the loop's ahead-of-time call).
+ADD_ROWS_NUMBA_FROM = 8192
+
+
+@njit
+def _add_rows(x, row, out):
+    rows, n = out.shape
+    for i in range(rows):
+        for j in range(n):
+            out[i, j] = x[i, j] + row[j]
+
+
+def _adds_a_row(X, Y, axis) -> bool:
+    """Whether ``X + Y`` adds one row ``Y`` (1-D, X's dtype, C-contiguous) to every row of a
+    C-contiguous ``X`` large enough for the numba loop (Linear's bias)."""
+    return (Y.ndim == 1 and X.ndim >= 2 and X.size >= ADD_ROWS_NUMBA_FROM
+            and X.shape[-1] == Y.shape[0] and axis in (-1, X.ndim - 1) and X.dtype == Y.dtype
+            and type(X) is np.ndarray and type(Y) is np.ndarray
+            and X.flags.c_contiguous and Y.flags.c_contiguous)
 
 
 @kernel("elementwise_add")
 def elementwise_add(X, Y, axis):
+    if _adds_a_row(X, Y, axis):
+        out = np.empty(X.shape, X.dtype)
+        _add_rows(X.reshape(-1, Y.shape[0]), Y, out.reshape(-1, Y.shape[0]))
+        return out
     x, y = aligned(X, Y, axis)
     return x + y
 
