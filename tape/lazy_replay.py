@@ -215,16 +215,17 @@ def _new_walker(entry, loss_op, records) -> bool:
     lines = [f"def walk(o{loss_position}, hs, records):", "    try:"]
     for k, (q, n, j) in enumerate(refs):
         first, *others = reads[q, n, j]
-        lines += [f"        r{k} = {first}",
-                  f"        if type(r{k}) is not tuple or r{k}[1] != {n} or r{k}[2] != {j}"
-                  + "".join(f" or {where} is not r{k}" for where in others) + ":",
-                  "            return None"]
+        lines.append(f"        r{k} = {first}")
         if any(refs[m][0] == q for m in range(k)):
-            lines += [f"        if r{k}[0] is not o{q}:", "            return None"]
-        else:
-            lines += [f"        o{q} = r{k}[0]",
-                      f"        if o{q}.record[1] != {q} or o{q}.record[0] is not records:",
-                      "            return None"]
+            checks = [f"r{k}[0] is not o{q}"]
+        else:   # (a given array there instead: it has no op's record, an AttributeError)
+            lines.append(f"        o{q} = r{k}[0]")
+            checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records"]
+        outputs = ops_at[q].plan.outputs
+        if len(outputs) > 1 or outputs[0][1]:   # (one output: every ref to it is (op, 0, -1))
+            checks.append(f"r{k}[1] != {n} or r{k}[2] != {j}")
+        checks += [f"{where} is not r{k}" for where in others]
+        lines += [f"        if {' or '.join(checks)}:", "            return None"]
     lines += [f"        l{k} = {where}" for k, (where, *_) in enumerate(leaves)]
     if leaves:
         lines += ["        if " + " or ".join(f"type(l{k}) is not ndarray"
