@@ -156,15 +156,23 @@ def test_a_different_graph_never_runs_the_cached_program(change):
 def wired(x, c, wiring="as_recorded"):
     """The same ops, plans and record positions whatever ``wiring`` says (so the same key in
     ``lazy_replay``), but read from elsewhere: the second op reads the leaf instead of the
-    first op's output ("leaf"), or the product reads the second op's output ("reader")."""
+    first op's output ("leaf"), the product reads the second op's output ("reader"), every
+    reader of the first op reads its twin, recorded after it ("position"), or the sum reads
+    another output of the split ("output")."""
     a = x * 2.0
+    twin = x * 2.0
+    if wiring == "position":
+        a = twin
     b = (x if wiring == "leaf" else a) * 3.0
     m = ops.elementwise_mul(b if wiring == "reader" else a, c)
-    return ops.reduce_sum(m + b, reduce_all=True)
+    rows = ops.split(m, num=3, axis=0)
+    return ops.reduce_sum(b + rows[2 if wiring == "output" else 0], reduce_all=True)
 
 
 @pytest.mark.parametrize("cached, wiring", [("as_recorded", "leaf"), ("leaf", "as_recorded"),
-                                            ("as_recorded", "reader")])
+                                            ("as_recorded", "reader"),
+                                            ("as_recorded", "position"),
+                                            ("as_recorded", "output")])
 def test_the_same_ops_wired_otherwise_never_run_the_cached_program(cached, wiring):
     values = arrays()
 
