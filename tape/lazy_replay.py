@@ -9,12 +9,15 @@ gathering only its leaf arrays.
 
 The signature is exact. Its parts:
 
-- the tape's codes (``lazy_runner.Records``), written as ops are recorded: every op's
-  CallPlan (op type, attributes, input shapes and dtypes, which inputs want gradients, place)
-  and the record position and output of each input it waits for, in record order; and the
-  loss's position among them;
-- the state of the graph now, read by a *walker* written out for the codes: each op of the
-  loss's graph is fetched from the op that reads it, and none may have run; the reference
+- the graph as recorded, read at backward (recording writes nothing for it): every op's
+  CallPlan (op type, attributes, input shapes and dtypes, which inputs want gradients, place),
+  from the tape's handles in record order, and the loss's position among them (its key);
+  then, by a *walker* written out for the graph of the key's first loss, each op of the
+  loss's graph fetched from the op that reads it, and checked to be the op recorded at the
+  same position on this tape, read by every reader the walker's graph had and by no other
+  (the same ref object, output slot and index), and every input that graph was given still
+  a given array. Nothing on the tape may have run before backward;
+- the state of the graph now, read by the walker: none of its ops ran; the reference
   count of every op and of every ref to one of its outputs (a Variable the user still holds, a
   handle keeping a value for a gradient, a second ref: anything that decides what a group
   stores and which results are kept shows there);
@@ -33,6 +36,7 @@ so results stay bit for bit those of the per-op path).
 """
 from __future__ import annotations
 
+import operator
 import sys
 
 import numpy as np
@@ -42,14 +46,15 @@ from .pending import LazyOp
 from .variable import Variable
 
 _MISSING = object()
-_entries: dict = {}     # (tape codes, loss position, output, index) -> _Entry, or None
+_entries: dict = {}     # (the handles' plans, loss position, output, index) -> _Entry, or None
 _MAX_ENTRIES = 256
 _seen: set = set()      # hashes of the signatures backward has seen once
 _MAX_SEEN = 4096
-# Graphs up to about 2,000 ops: a walker is one written-out line or two per op and edge, and
+# Graphs up to about 2,000 ops: a walker is a written-out line or two per op and edge, and
 # Python compiles a function of tens of thousands of lines in seconds (7,800 ops: 19 s); the
 # larger graphs of many samples per tape go by their forward batches (tape.batched_backward)
-MAX_CODES = 8192
+MAX_OPS = 2048
+_plan_of = operator.attrgetter("plan")
 _MAX_PROGRAMS = 8       # states of one graph with a program each (held values differ)
 replays = 0             # backwards a cached program ran (tests check reuse)
 
@@ -97,16 +102,17 @@ def attempt(handles: list, loss, records):
     """Backward of ``loss`` over ``handles`` by a cached program: True if it ran; else None,
     or an ``Attempt`` when a program may be built for this backward."""
     flags = _flags.flags
-    codes = getattr(records, "codes", None)
     ref = getattr(loss, "_lazy", None)     # (a slot eager Variables never set)
-    if codes is None or ref is None or len(records) != len(handles) or \
+    if ref is None or getattr(records, "outputs_given", True) or \
+            len(records) != len(handles) or len(handles) > MAX_OPS or \
             flags["FLAGS_check_nan_inf"] or not flags["FLAGS_lazy_batching"] or \
             not flags["FLAGS_lazy_fusion"]:     # (the NaN/Inf check names single ops)
         return None
     record = ref[0].record
-    if record is None or record[0] is not records or len(codes) > MAX_CODES:
+    # (an op that ran before backward: the graph is not in its recorded state)
+    if record is None or record[0] is not records or records.count(None) != len(records):
         return None
-    signature = (tuple(codes), record[1], ref[1], ref[2])
+    signature = (tuple(map(_plan_of, handles)), record[1], ref[1], ref[2])
     entry = _entries.get(signature, _MISSING)
     if entry is _MISSING:
         # a graph recorded once is not worth a walker: its first backward leaves only its
@@ -126,7 +132,7 @@ def attempt(handles: list, loss, records):
         if not _new_walker(entry, ref[0], records):
             _entries[signature] = None
             return None
-    found = entry.walk(ref[0], handles)
+    found = entry.walk(ref[0], handles, records)
     if found is None:
         return None
     ops, arrays, entries, counts = found
@@ -165,11 +171,14 @@ def _pattern(arrays: tuple, entries: tuple) -> tuple:
 # ---- the walker ----
 
 def _new_walker(entry, loss_op, records) -> bool:
-    """Write out ``entry.walk(loss_op, handles) -> (ops, arrays, entries, counts)`` or None
-    for the graph of ``loss_op``, as recorded (False if the graph has an op off the tape, one
-    that ran, or an input of a kind a program does not gather)."""
+    """Write out ``entry.walk(loss_op, handles, records) -> (ops, arrays, entries, counts)``
+    or None for the graph of ``loss_op``, as recorded (False if the graph has an op off the
+    tape, one that ran, or an input of a kind a program does not gather). The walker returns
+    None for a graph other than this one: a ref of another output or read by other readers, an
+    op at another position, a given array now a ref or the other way round (the key, the
+    handles' plans, fixes each op's plan by its position, and which optional inputs it has)."""
     ops_at = {}         # record position -> op
-    ref_lines = {}      # (position, output, index) -> the code that fetches the ref
+    reads = {}          # (position, output, index) -> the code of each place that reads it
     leaves = []         # (code of the array, record position, slot, index)
     stack = [loss_op]
     ops_at[loss_op.record[1]] = loss_op
@@ -191,7 +200,7 @@ def _new_walker(entry, loss_op, records) -> bool:
                             type(producer) is not LazyOp:
                         return False
                     q = record[1]
-                    ref_lines.setdefault((q, x[1], x[2]), where)
+                    reads.setdefault((q, x[1], x[2]), []).append(where)
                     if q not in ops_at:
                         ops_at[q] = producer
                         stack.append(producer)
@@ -201,16 +210,31 @@ def _new_walker(entry, loss_op, records) -> bool:
                     return False
     loss_position = loss_op.record[1]
     positions = sorted(ops_at, reverse=True)
-    refs = sorted(ref_lines, reverse=True)
-    lines = [f"def walk(o{loss_position}, hs):", "    try:"]
+    # (descending: every reader of a ref was recorded after its op, so is fetched before it)
+    refs = sorted(reads, reverse=True)
+    lines = [f"def walk(o{loss_position}, hs, records):", "    try:"]
     for k, (q, n, j) in enumerate(refs):
-        lines.append(f"        r{k} = {ref_lines[q, n, j]}")
-        if not any(refs[m][0] == q for m in range(k)):
+        first, *others = reads[q, n, j]
+        lines.append(f"        r{k} = {first}")
+        if any(refs[m][0] == q for m in range(k)):
+            checks = [f"r{k}[0] is not o{q}"]
+        else:   # (a given array there instead: it has no op's record, an AttributeError)
             lines.append(f"        o{q} = r{k}[0]")
+            checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records"]
+        outputs = ops_at[q].plan.outputs
+        if len(outputs) > 1 or outputs[0][1]:   # (one output: every ref to it is (op, 0, -1))
+            checks.append(f"r{k}[1] != {n} or r{k}[2] != {j}")
+        checks += [f"{where} is not r{k}" for where in others]
+        lines += [f"        if {' or '.join(checks)}:", "            return None"]
     lines += [f"        l{k} = {where}" for k, (where, *_) in enumerate(leaves)]
+    if leaves:
+        lines += ["        if " + " or ".join(f"type(l{k}) is not ndarray"
+                                          for k in range(len(leaves))) + ":",
+                  "            return None"]
     lines += [f"        e{k} = hs[{p}].inputs[{slot!r}][{i}]"
               for k, (_, p, slot, i) in enumerate(leaves)]
-    lines += ["    except (TypeError, KeyError, IndexError):   # (an op ran: its args are gone)",
+    lines += ["    except (TypeError, KeyError, IndexError, AttributeError):   # (an op ran, "
+              "its args gone; or another graph)",
               "        return None"]
     lines += [f"    if o{p}.results is not None:\n        return None" for p in positions]
     counts = [f"getrefcount(r{k})" for k in range(len(refs))] + \
@@ -219,7 +243,7 @@ def _new_walker(entry, loss_op, records) -> bool:
     lines.append(f"    return ({''.join(f'o{p}, ' for p in positions)}), "
                  f"({''.join(f'l{k}, ' for k in range(len(leaves)))}), "
                  f"({''.join(f'e{k}, ' for k in range(len(leaves)))}), counts")
-    namespace = {"getrefcount": sys.getrefcount}
+    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray}
     exec(compile("\n".join(lines), "<lazy replay walker>", "exec"), namespace)
     entry.walk = namespace["walk"]
     entry.positions = tuple(positions)

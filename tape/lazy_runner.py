@@ -11,7 +11,6 @@ whose shapes need the generic path, go through ``runner.make_outputs``.
 from __future__ import annotations
 
 from . import flags as _flags
-from . import lazy_replay
 from .desc import VarDesc
 from .pending import LazyOp, order
 from .runner import GRAD_FLOWS, made_lines, make_outputs
@@ -25,7 +24,7 @@ def lazy_lines(info, flat: list, parts: list) -> list:
     single = len(info.outputs) == 1
     named = ["    if flags.checking:     # (names for the NaN/Inf check's message)",
              "        op.names = {slot: [v.name for v in vs] for slot, vs in produced.items()}"]
-    filed = _record_lines(info, info.slot_specs, True)
+    filed = _record_lines(True)
     return [
         "    if plan.shaped_by_values:   # output shapes only its values tell: run it now",
         "        return eager_runner(info)(tape, inputs, attrs, outputs)",
@@ -62,89 +61,34 @@ def lazy_lines(info, flat: list, parts: list) -> list:
 
 
 class Records(list):
-    """A lazy tape's list of records (``Tape.deferred``: per recorded lazy op, where it ran),
-    with ``codes``, the *signature of everything recorded so far*, one flat list: per op, its
-    CallPlan (op type, attributes, input shapes, dtypes, which want gradients, place), then per
-    input the plan says is given, the record position, output slot and index of the op it
-    waits for, or None for a value it was given. Two tapes with equal codes recorded the same
-    graph, op for op and edge for edge (``tape.lazy_replay`` caches the execution of a
-    backward under them). None once an op read a pending value from off this tape, or was
-    given its outputs, or once they grew past the longest lazy_replay keeps a program for:
-    the codes then name no graph."""
+    """A lazy tape's list of records (``Tape.deferred``): per recorded lazy op, in record
+    order, None until it runs, then where it ran (``tape.units``). Record ``p`` is the op of
+    the tape's handle ``p``: the two are appended together, so ``tape.lazy_replay`` reads each
+    op's CallPlan from the handles, and a LazyOp's ``record`` gives its position.
+    ``outputs_given``: whether an op was given its outputs (the general runner's
+    ``outputs``), which leaves the tape's graph without a cached backward."""
 
-    __slots__ = ("codes",)
+    __slots__ = ("outputs_given",)
 
     def __init__(self):
         super().__init__()
-        self.codes = []
-
-    def coding(self) -> bool:
-        """Whether the codes still name a graph ``tape.lazy_replay`` may keep a program for:
-        past its length limit they are dropped (None), and no longer built."""
-        if len(self.codes) > lazy_replay.MAX_CODES:    # (lazy_replay's limit)
-            self.codes = None
-            return False
-        return True
+        self.outputs_given = False
 
 
-def _list_code(refs: list, deferred) -> tuple:
-    """The code of a slot that takes several inputs (None: one waits for an op off the
-    tape)."""
-    codes = []
-    for a in refs:
-        if type(a) is tuple:
-            r = a[0].record
-            if r is None or r[0] is not deferred:
-                return None
-            codes.append((r[1], a[1], a[2]))
-        else:
-            codes.append(None)
-    return tuple(codes)
+def _record_lines(given_outputs: bool) -> list:
+    """Lines (indented 4) that file the op just recorded in its tape's ``deferred`` (see
+    ``Records``); with ``given_outputs``, note there whether the runner's ``outputs`` were
+    given.
 
-
-def _record_lines(info, slots, given_outputs: bool) -> list:
-    """Lines (indented 4) that file the op just recorded in its tape's ``deferred`` and add it
-    to ``deferred.codes`` (see ``Records``): its input slots ``slots`` (each input's array or
-    ref in ``a{i}``, in the op's slot order) and, with ``given_outputs``, the runner's
-    ``outputs``, which leave the codes naming no graph when given."""
+    Nothing more is written per op: the signature the cached backward keys a graph by is read
+    at backward, from the handles (each op's CallPlan) and by its walker from the ops
+    themselves (``tape.lazy_replay``), so recording pays nothing for it."""
     lines = ["    deferred = tape.deferred",     # (a LazyTape's, made with it)
-             "    position = len(deferred)",
-             "    op.record = (deferred, position)",
-             "    deferred.append(None)",
-             "    codes = deferred.codes",
-             # (every 256 ops, whether the codes grew past what names a graph: then no more)
-             "    if codes is not None and (position & 255 != 255 or deferred.coding()):"]
-    indent = "        "
+             "    op.record = (deferred, len(deferred))",
+             "    deferred.append(None)"]
     if given_outputs:
-        lines += [f"{indent}if outputs is not None:",
-                  f"{indent}    deferred.codes = None",
-                  f"{indent}else:"]
-        indent += "    "
-    # (the plan goes in with the first slot's code when that slot takes one input always)
-    planned = bool(slots) and not (slots[0][1] or slots[0][2])
-    if not planned:
-        lines.append(f"{indent}codes.append(plan)")
-    for i, (_, duplicable, dispensable) in enumerate(slots):
-        inner = indent
-        plan = "plan, " if planned and i == 0 else ""
-        if dispensable:
-            lines.append(f"{inner}if a{i} is not None:")
-            inner += "    "
-        if duplicable:
-            lines += [f"{inner}c = list_code(a{i}, deferred)",
-                      f"{inner}if c is None:",
-                      f"{inner}    deferred.codes = None",
-                      f"{inner}codes.append(c)"]
-            continue
-        lines += [f"{inner}if type(a{i}) is tuple:",
-                  f"{inner}    r = a{i}[0].record",
-                  f"{inner}    if r is not None and r[0] is deferred:",
-                  f"{inner}        codes += ({plan}r[1], a{i}[1], a{i}[2])",
-                  f"{inner}    else:",
-                  f"{inner}        deferred.codes = None",
-                  f"{inner}else:",
-                  f"{inner}    codes += ({plan}None,)" if plan else
-                  f"{inner}    codes.append(None)"]
+        lines += ["    if outputs is not None:",
+                  "        deferred.outputs_given = True"]
     return lines
 
 
@@ -164,8 +108,7 @@ def positional_tail(info, arrays: list) -> tuple:
     """``(head, tail)``: the lines of a lazy positional runner (``tape.positional``) that make
     its LazyOp, in place of the kernel call, and that file a recorded one in the tape's
     ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None."""
-    given = [spec for spec, a in zip(info.slot_specs, arrays) if a != "None"]
-    return _op_lines(info, arrays, filed=True), _record_lines(info, given, False)
+    return _op_lines(info, arrays, filed=True), _record_lines(False)
 
 
 _stand_ins: dict = {}
@@ -195,5 +138,4 @@ def pending_outputs(op, outputs, grad_flows: bool, serial: int, place, recording
 
 
 NAMESPACE = {"LazyOp": LazyOp, "order": order, "pending_outputs": pending_outputs,
-             "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable,
-             "list_code": _list_code}
+             "flags": _flags, "new": object.__new__, "VarDesc": VarDesc, "Variable": Variable}

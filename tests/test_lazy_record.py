@@ -114,8 +114,28 @@ def _cell(x, h, c, w, b, table, ids):
     return tape.ops.sigmoid(o) * tape.ops.tanh(c) * 0.5 + 0.25, c
 
 
+def _recorded_graph(t, loss) -> tuple:
+    """What ``tape.lazy_replay`` keys and walks a backward of ``loss`` by: the CallPlan of each
+    handle on tape ``t``, and from ``loss`` on, each op's record position and, per input,
+    ``(position, output, index)`` of the op it waits for or the kind of value it was given."""
+    ops, stack = {}, [loss._lazy[0]]
+    while stack:
+        op = stack.pop()
+        assert op.record[0] is t.deferred
+        inputs = []
+        for slot, a in op.args.items():
+            for x in a if type(a) is list else [a]:
+                if type(x) is tuple:
+                    inputs.append((slot, x[0].record[1], x[1], x[2]))
+                    stack.append(x[0])
+                else:
+                    inputs.append((slot, type(x).__name__))
+        ops[op.record[1]] = inputs
+    return [h.plan for h in t._ops], loss._lazy[0].record[1], sorted(ops.items())
+
+
 def _cell_step(checked: bool):
-    """``(loss, gradients, the tape's graph codes)`` of three cells run lazily, with the checks
+    """``(loss, gradients, the recorded graph)`` of three cells run lazily, with the checks
     on (every call through the general lazy runner) or off (the positional ones)."""
     rng = np.random.default_rng(5)
     params = [tape.Variable(rng.standard_normal(s).astype(np.float32), stop_gradient=False)
@@ -131,15 +151,15 @@ def _cell_step(checked: bool):
                 h, c = _cell(x, h, c, w, b, table, ids)
             loss = tape.ops.reduce_sum(h, reduce_all=True)
             assert loss.pending
-            codes = list(t.deferred.codes)
+            graph = _recorded_graph(t, loss)
             loss.backward()
     finally:
         tape.set_flags(saved)
-    return loss.numpy(), [p.grad.numpy() for p in params], codes
+    return loss.numpy(), [p.grad.numpy() for p in params], graph
 
 
 def test_a_lazy_step_by_positional_runners_equals_one_by_the_general_runner():
-    """Loss and gradients bit for bit, and the same graph codes (what ``tape.lazy_replay``
+    """Loss and gradients bit for bit, and the same recorded graph (what ``tape.lazy_replay``
     caches a backward under), whichever runner recorded the ops."""
     general = _cell_step(checked=True)
     positional = _cell_step(checked=False)
@@ -147,6 +167,7 @@ def test_a_lazy_step_by_positional_runners_equals_one_by_the_general_runner():
     for got, want in zip(positional[1], general[1], strict=True):
         np.testing.assert_array_equal(got, want)
     assert positional[2] == general[2]
+    assert len(positional[2][0]) > 40 and any(len(ins) > 1 for _, ins in positional[2][2])
 
 
 def test_pending_inputs_are_read_by_ref_and_ran_ones_by_value(general_lazy_calls):
@@ -197,21 +218,23 @@ def test_every_positional_op_has_a_lazy_positional_runner():
         assert tape.tape.lazy_positional_runner(info) is info.lazy_positional is not None
 
 
-def test_graph_codes_stop_once_past_what_names_a_graph():
-    """The codes (``lazy_runner.Records``) are dropped, and no longer built, once longer than
-    ``tape.lazy_replay`` keeps a program for; a shorter graph keeps them, and both run."""
+def test_a_graph_past_the_op_limit_takes_the_per_op_path(monkeypatch):
+    """A tape of more ops than ``tape.lazy_replay`` keeps a program for (its walker would take
+    seconds to compile) is never cached: every backward takes the per-op path, and is right."""
     from tape import lazy_replay
+    monkeypatch.setattr(lazy_replay, "_entries", {})
+    monkeypatch.setattr(lazy_replay, "_seen", set())
     x = tape.Variable(np.arange(4, dtype=np.float32), stop_gradient=False)
-    with tape.lazy():
-        t = tape.reset_global_tape()
-        y = x
-        for _ in range(300):
-            y = y * 1.0
-        assert t.deferred.codes is not None and len(t.deferred.codes) == 2 + 4 * 299
-        while len(t.deferred) < lazy_replay.MAX_CODES // 4 + 512:
-            y = y * 1.0
-        assert t.deferred.codes is None
-        loss = tape.ops.reduce_sum(y, reduce_all=True)
-        np.testing.assert_array_equal(y.numpy(), x.numpy())
-        loss.backward()
-    np.testing.assert_array_equal(x.grad.numpy(), np.ones(4, np.float32))
+    before = lazy_replay.replays
+    for _ in range(3):
+        x.grad = None
+        with tape.lazy():
+            t = tape.reset_global_tape()
+            y = x
+            while len(t._ops) < lazy_replay.MAX_OPS:
+                y = y * 1.0
+            loss = tape.ops.reduce_sum(y, reduce_all=True)
+            assert len(t.deferred) == lazy_replay.MAX_OPS + 1
+            loss.backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones(4, np.float32))
+    assert lazy_replay.replays == before

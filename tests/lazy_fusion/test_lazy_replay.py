@@ -153,6 +153,45 @@ def test_a_different_graph_never_runs_the_cached_program(change):
     warm(product, arrays())
 
 
+def wired(x, c, wiring="as_recorded"):
+    """The same ops, plans and record positions whatever ``wiring`` says (so the same key in
+    ``lazy_replay``), but read from elsewhere: the second op reads the leaf instead of the
+    first op's output ("leaf"), the product reads the second op's output ("reader"), every
+    reader of the first op reads its twin, recorded after it ("position"), or the sum reads
+    another output of the split ("output")."""
+    a = x * 2.0
+    twin = x * 2.0
+    if wiring == "position":
+        a = twin
+    b = (x if wiring == "leaf" else a) * 3.0
+    m = ops.elementwise_mul(b if wiring == "reader" else a, c)
+    rows = ops.split(m, num=3, axis=0)
+    return ops.reduce_sum(b + rows[2 if wiring == "output" else 0], reduce_all=True)
+
+
+@pytest.mark.parametrize("cached, wiring", [("as_recorded", "leaf"), ("leaf", "as_recorded"),
+                                            ("as_recorded", "reader"),
+                                            ("as_recorded", "position"),
+                                            ("as_recorded", "output")])
+def test_the_same_ops_wired_otherwise_never_run_the_cached_program(cached, wiring):
+    values = arrays()
+
+    def first(x, c):
+        return wired(x, c, cached)
+
+    def rewired(x, c):
+        return wired(x, c, wiring)
+    warm(first, values)
+    for _ in range(3):
+        before = lazy_replay.replays
+        got = gradients(rewired, values)
+        assert lazy_replay.replays == before
+        same(got, per_op(rewired, values))
+    before = lazy_replay.replays
+    same(gradients(first, values), per_op(first, values))
+    assert lazy_replay.replays == before + 1
+
+
 def test_leaves_swapped_are_the_same_graph_with_other_values():
     values = arrays()
     warm(product, values)
