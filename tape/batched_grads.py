@@ -155,6 +155,8 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
     first = rows[0]
     offsets = unit.offsets
     if offsets is not None:
+        if reshape:     # (blocks of ops whose rows differ in number: as rows, in op order)
+            g = g.reshape((-1,) + total.shape[1:])
         if rows == in_order[first:first + count]:
             total[offsets[first]:offsets[first + count]] += g
         elif len(set(rows)) == count:
