@@ -176,19 +176,24 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
     total = entry[0]
     first = rows[0]
     offsets = unit.offsets
+    run = rows == in_order[first:first + count]
     if offsets is not None:
         if reshape:     # (blocks of ops whose rows differ in number: as rows, in op order)
             g = g.reshape((-1,) + total.shape[1:])
-        if rows == in_order[first:first + count]:
+        if run:
             total[offsets[first]:offsets[first + count]] += g
         elif len(set(rows)) == count:
             total[row_index(offsets, rows)] += g
         else:
             np.add.at(total, row_index(offsets, rows), g)
         return
+    if run and not (reshape or unit.stacked):   # (``g``: the run's rows, as ``total``'s)
+        per_op = total.shape[0] // size
+        total[first * per_op:(first + count) * per_op] += g
+        return
     blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
     g = g.reshape((count, -1))
-    if rows == in_order[first:first + count]:
+    if run:
         blocks[first:first + count] += g
     elif len(set(rows)) == count:
         blocks[rows] += g
