@@ -41,7 +41,6 @@ from .batched_grads import (
 from .desc import GRAD_SUFFIX
 from .grad_replay import _counts, prepare, shape_only
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
-from .handles import EagerHandle
 from .pending import collector_paused, prune, read
 from .variable import Variable
 
@@ -218,12 +217,9 @@ def _one_variable(hs: list, slot: str, i: int) -> bool:
     for h in hs:
         if h is None:
             continue
-        if type(h) is EagerHandle:
-            if position is None:    # (a unit's handles share a signature: one layout)
-                position = entry_position(h.plan, 0, slot, i)
-            e = h.entries[position]
-        else:
-            e = h.inputs[slot][i]
+        if position is None:    # (a unit's handles share a signature: one layout)
+            position = entry_position(h.plan, 0, slot, i)
+        e = h.entries[position]
         e = e.desc if type(e) is Variable else e
         if first is None:
             first = e

@@ -8,7 +8,7 @@ import numpy as np
 from . import dtypes
 from .batch_inputs import in_order_of
 from .batch_rules import SHARED
-from .handles import EagerHandle, entry_layout
+from .handles import entry_layout
 from .pending import row_index
 from .variable import Variable
 
@@ -22,10 +22,9 @@ def output_index(plan, slot: str) -> int:
 
 def handle_entry(h, which: int, slot: str, i: int):
     """Handle ``h``'s entry for its input (``which`` 0) or output (1) ``slot[i]``, read where
-    an EagerHandle keeps it: its ``inputs`` and ``outputs`` views, made on first read, cost
-    a dict and a list per slot per handle (LM 16 sequences traced: ~550 handles a step)."""
-    if type(h) is not EagerHandle:
-        return (h.outputs if which else h.inputs)[slot][i]
+    the EagerHandle a lazy runner records keeps it: its ``inputs`` and ``outputs`` views, made
+    on first read, cost a dict and a list per slot per handle (LM 16 sequences traced: ~550
+    handles a step)."""
     return h.entries[entry_position(h.plan, which, slot, i)]
 
 
