@@ -54,26 +54,38 @@ def inputs(rows):
     return [tape.Variable(floats(rng, (n, 4)), stop_gradient=False) for n in rows]
 
 
-def assert_gradients_close(lazy, eager):
-    for a, e in zip(lazy, eager, strict=True):
+def assert_close_to_eager(lazy, eager):
+    """Each call's output, the loss and the gradients within float32 rounding (a batch's
+    products are one BLAS call over all rows, its per-sample sums one stacked reduction)."""
+    for a, e in zip(lazy[0], eager[0], strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(lazy[1], eager[1], rtol=1e-6)
+    for a, e in zip(lazy[2], eager[2], strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max())
 
 
+@pytest.mark.usefixtures("user_ops")    # a traced cell registers an op: removed after
+@pytest.mark.parametrize("traced", [False, True], ids=["ops", "tape.function"])
 @pytest.mark.parametrize("rows", PATTERNS.values(), ids=PATTERNS.keys())
-def test_a_linear_cell_on_mixed_row_counts_equals_eager(rows, kernel_calls):
+def test_a_linear_cell_on_mixed_row_counts_equals_eager(rows, traced, kernel_calls):
+    """As ops, the cells' product is one call over every row; as a ``tape.function``, traced
+    once per row count, the calls of each row count are one call. The per-sample sums batch
+    stacked, by row count."""
     cell, params = linear_cell()
     xs = inputs(rows)
     eager = run(cell, xs, params, lazy=False)
     kernel_calls.clear()
-    lazy = run(cell, xs, params, lazy=True)
-    assert [arrays["X"].shape[0] for t, arrays in kernel_calls if t == "mul"] == [sum(rows)]
+    lazy = run(tape.function(cell) if traced else cell, xs, params, lazy=True)
+    if traced:
+        calls = sorted(arrays["Arg0"].shape[0] for t, arrays in kernel_calls
+                       if t.startswith("function_") and not t.endswith("_grad"))
+        assert calls == sorted(rows.count(n) * n for n in set(rows))
+    else:
+        assert [arrays["X"].shape[0] for t, arrays in kernel_calls if t == "mul"] == [sum(rows)]
     stacked = sorted(arrays["X"].shape[:2] for t, arrays in kernel_calls
                      if t == "reduce_sum" and arrays["X"].ndim == 3)
     assert stacked == sorted((rows.count(n), n) for n in set(rows) if rows.count(n) > 1)
-    for a, e in zip(lazy[0], eager[0], strict=True):
-        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(lazy[1], eager[1], rtol=1e-6)
-    assert_gradients_close(lazy[2], eager[2])
+    assert_close_to_eager(lazy, eager)
 
 
 @pytest.mark.parametrize("rows", PATTERNS.values(), ids=PATTERNS.keys())
@@ -83,23 +95,4 @@ def test_a_row_wise_cell_on_mixed_row_counts_gives_eager_values_bit_for_bit(rows
     lazy = run(row_wise_cell, xs, [], lazy=True)
     for a, e in zip(lazy[0], eager[0], strict=True):
         np.testing.assert_array_equal(a, e)
-    np.testing.assert_allclose(lazy[1], eager[1], rtol=1e-6)
-    assert_gradients_close(lazy[2], eager[2])
-
-
-@pytest.mark.usefixtures("user_ops")    # each trace registers an op: removed after
-@pytest.mark.parametrize("rows", PATTERNS.values(), ids=PATTERNS.keys())
-def test_function_cells_on_mixed_row_counts_equal_eager(rows, kernel_calls):
-    """A function traces once per row count: the calls of each batch together."""
-    cell, params = linear_cell()
-    xs = inputs(rows)
-    eager = run(cell, xs, params, lazy=False)
-    kernel_calls.clear()
-    lazy = run(tape.function(cell), xs, params, lazy=True)
-    calls = sorted(arrays["Arg0"].shape[0] for t, arrays in kernel_calls
-                   if t.startswith("function_") and not t.endswith("_grad"))
-    assert calls == sorted(rows.count(n) * n for n in set(rows))
-    for a, e in zip(lazy[0], eager[0], strict=True):
-        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(lazy[1], eager[1], rtol=1e-6)
-    assert_gradients_close(lazy[2], eager[2])
+    assert_close_to_eager(lazy, eager)
