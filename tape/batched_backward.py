@@ -30,7 +30,9 @@ from . import dtypes
 from .batch_rules import SHARED
 from .batched_grads import (
     add_rows,
+    entry_position,
     file_gradient,
+    handle_entry,
     output_index,
     take_filed,
     total_rows,
@@ -203,17 +205,27 @@ def _applies(unit) -> bool:
     if not ins or unit.size == 1:
         return _steps_supported(unit)
     for (slot, i), pieces in unit.sources.items():
-        if ins.get(slot) == SHARED and pieces[0][0] is None:
-            first = None
-            for h in hs:
-                if h is not None:
-                    e = h.inputs[slot][i]
-                    e = e.desc if type(e) is Variable else e
-                    if first is None:
-                        first = e
-                    elif e is not first:
-                        return False
+        if ins.get(slot) == SHARED and pieces[0][0] is None and not _one_variable(hs, slot, i):
+            return False
     return _steps_supported(unit)
+
+
+def _one_variable(hs: list, slot: str, i: int) -> bool:
+    """Whether input ``slot[i]`` of every handle in ``hs`` (None: an op another tape
+    recorded) is one variable (``handle_entry``, its place found once)."""
+    first = position = None
+    for h in hs:
+        if h is None:
+            continue
+        if position is None:    # (a unit's handles share a signature: one layout)
+            position = entry_position(h.plan, 0, slot, i)
+        e = h.entries[position]
+        e = e.desc if type(e) is Variable else e
+        if first is None:
+            first = e
+        elif e is not first:
+            return False
+    return True
 
 
 def _steps_supported(unit) -> bool:
@@ -315,16 +327,16 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: di
         if arrays is not None:
             a = arrays[fslot]
             return a[i] if type(a) is list else a
-        return _joined(unit, [h.inputs[fslot][i] for h in unit.handles])
+        return _joined(unit, [handle_entry(h, 0, fslot, i) for h in unit.handles])
     if kind == FWD_OUT:
         results = unit.results
         if results is not None:
             a = results[k]
             return a if j < 0 else a[j]
-        return _joined(unit, [h.outputs[fslot][i] for h in unit.handles])
+        return _joined(unit, [handle_entry(h, 1, fslot, i) for h in unit.handles])
     if kind == TEMP:
         return temps[fslot]
-    e = (h0.inputs if kind == META_IN else h0.outputs)[fslot][i]
+    e = handle_entry(h0, 1 if kind == META_OUT else 0, fslot, i)
     d = e.desc if type(e) is Variable else e
     shape = d.shape
     if unit.size > 1 and not (kind == META_IN and unit.ins and unit.ins.get(fslot) == SHARED):

@@ -8,6 +8,7 @@ import numpy as np
 from . import dtypes
 from .batch_inputs import in_order_of
 from .batch_rules import SHARED
+from .handles import entry_layout
 from .pending import row_index
 from .variable import Variable
 
@@ -16,6 +17,26 @@ def output_index(plan, slot: str) -> int:
     for k, (name, _, _, _) in enumerate(plan.outputs):
         if name == slot:
             return k
+    raise KeyError(slot)
+
+
+def handle_entry(h, which: int, slot: str, i: int):
+    """Handle ``h``'s entry for its input (``which`` 0) or output (1) ``slot[i]``, read where
+    the EagerHandle a lazy runner records keeps it: its ``inputs`` and ``outputs`` views, made
+    on first read, cost a dict and a list per slot per handle (LM 16 sequences traced: ~550
+    handles a step)."""
+    return h.entries[entry_position(h.plan, which, slot, i)]
+
+
+def entry_position(plan, which: int, slot: str, i: int) -> int:
+    """Where an EagerHandle of ``plan`` keeps its entry for input (``which`` 0) or output (1)
+    ``slot[i]`` (the inputs' entries first, ``handles.entry_layout``)."""
+    layout = entry_layout(plan)
+    at = 0 if which == 0 else sum(count for _, count in layout[0])
+    for name, count in layout[which]:
+        if name == slot:
+            return at + i
+        at += count
     raise KeyError(slot)
 
 
@@ -43,7 +64,7 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
             add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
         else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
             h = next(h for h in unit.handles if h is not None)
-            _file_by_variable(h.inputs[fslot][i], g, leaves, leaf_grads, other)
+            _file_by_variable(handle_entry(h, 0, fslot, i), g, leaves, leaf_grads, other)
         return
     if len(pieces) == 1 and pieces[0][0] is not None:
         piece = pieces[0]
@@ -72,8 +93,8 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
             row = piece[1]
             h = unit.handles[row]   # (None: an op of the batch another tape recorded)
             if row in reached and h is not None:
-                _file_by_variable(h.inputs[fslot][i], g[offsets[row]:offsets[row + 1]], leaves,
-                                  leaf_grads, other)
+                _file_by_variable(handle_entry(h, 0, fslot, i), g[offsets[row]:offsets[row + 1]],
+                                  leaves, leaf_grads, other)
     stacked = unit.stacked
     in_order = in_order_of(size)
     for (source, k, j), (rows, places) in targets.items():
@@ -154,17 +175,24 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
     total = entry[0]
     first = rows[0]
     offsets = unit.offsets
+    run = rows == in_order[first:first + count]
     if offsets is not None:
-        if rows == in_order[first:first + count]:
+        if reshape:     # (blocks of ops whose rows differ in number: as rows, in op order)
+            g = g.reshape((-1,) + total.shape[1:])
+        if run:
             total[offsets[first]:offsets[first + count]] += g
         elif len(set(rows)) == count:
             total[row_index(offsets, rows)] += g
         else:
             np.add.at(total, row_index(offsets, rows), g)
         return
+    if run and not (reshape or unit.stacked):   # (``g``: the run's rows, as ``total``'s)
+        per_op = total.shape[0] // size
+        total[first * per_op:(first + count) * per_op] += g
+        return
     blocks = total.reshape((size, -1))      # (op ``i``'s rows: block ``i``)
     g = g.reshape((count, -1))
-    if rows == in_order[first:first + count]:
+    if run:
         blocks[first:first + count] += g
     elif len(set(rows)) == count:
         blocks[rows] += g

@@ -165,6 +165,9 @@ def _sources(ops: list, plan, ins, gathered=None):
     sources = {}
     args = ops[0].args
     for slot, wants in plan.wants_grad.items():
+        # (per slot, not per input: a lone concat of a sequence's 30 steps takes a list)
+        listed = type(args[slot]) is list
+        chosen = ops[:1] if ins is not None and ins.get(slot) == SHARED else ops
         for i, wanted in enumerate(wants):
             if not wanted:
                 continue
@@ -175,8 +178,6 @@ def _sources(ops: list, plan, ins, gathered=None):
                         return None
                     sources[(slot, i)] = pieces
                     continue
-            listed = type(args[slot]) is list
-            chosen = ops[:1] if ins is not None and ins.get(slot) == SHARED else ops
             pieces = []
             last = None
             for row, op in enumerate(chosen):
