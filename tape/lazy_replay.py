@@ -213,12 +213,14 @@ def _new_walker(entry, loss_op, records) -> bool:
     # (descending: every reader of a ref was recorded after its op, so is fetched before it)
     refs = sorted(reads, reverse=True)
     lines = [f"def walk(o{loss_position}, hs, records):", "    try:"]
+    fetched = set()     # the ops an earlier ref already bound to o<q>
     for k, (q, n, j) in enumerate(refs):
         first, *others = reads[q, n, j]
         lines.append(f"        r{k} = {first}")
-        if any(refs[m][0] == q for m in range(k)):
+        if q in fetched:
             checks = [f"r{k}[0] is not o{q}"]
         else:   # (a given array there instead: it has no op's record, an AttributeError)
+            fetched.add(q)
             lines.append(f"        o{q} = r{k}[0]")
             checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records"]
         outputs = ops_at[q].plan.outputs
