@@ -170,7 +170,8 @@ class Optimizer:
         done = 0
         if prepared is not None and self.grad_clip is None:
             for p, g in params_grads:     # no op is run: no recording to turn off
-                if not self._run_prepared(p, g):
+                update = prepared.get(id(p))
+                if update is None or not update.run(p, g):
                     break
                 p.grad = None
                 done += 1
@@ -197,8 +198,7 @@ class Optimizer:
         """Update ``param`` by its prepared update op if it has one that fits ``grad``; False
         (nothing done) otherwise."""
         update = self._prepared.get(id(param))
-        return (update is not None and update is not UNPREPARED and update.param is param
-                and update.fits(param, grad) and update.run(grad))
+        return update is not None and update.run(param, grad)
 
     def _update_and_prepare(self, param: Variable, grad: Variable, run) -> None:
         """Run ``param``'s update op through the runner, and prepare it for the next steps

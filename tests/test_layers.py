@@ -38,13 +38,16 @@ def test_linear_forward_is_x_at_w_plus_b_then_act(act, fn, x_shape):
     np.testing.assert_allclose(y.value(), fn(x @ layer.w.value() + layer.b.value()), rtol=1e-12)
 
 
-def test_linear_emits_paddle_fc_ops():
+@pytest.mark.parametrize("x_shape", [(2, 5, 3), (5, 3)])
+def test_linear_emits_paddle_fc_ops(x_shape):
+    # (a matrix's mul is called without attributes: the defaults fill them in)
     layer = layers.Linear(3, 2, act="relu")
-    layer(tape.Variable(np.ones((2, 5, 3), np.float32)))
+    layer(tape.Variable(np.ones(x_shape, np.float32)))
     ops = list(tape.get_global_tape())
     assert [op.type for op in ops] == ["mul", "elementwise_add", "relu"]
-    assert ops[0].attrs["x_num_col_dims"] == 2 and ops[0].attrs["y_num_col_dims"] == 1
-    assert ops[1].attrs["axis"] == 2
+    rank = len(x_shape)
+    assert ops[0].attrs["x_num_col_dims"] == rank - 1 and ops[0].attrs["y_num_col_dims"] == 1
+    assert ops[1].attrs["axis"] == rank - 1
 
 
 def test_linear_parameters_are_named_paddle_style_and_unique():

@@ -195,6 +195,19 @@ def test_a_parameter_given_a_new_value_or_shape_is_updated_as_it_now_is():
     np.testing.assert_array_equal(p.value(), np.full(5, -0.5, np.float32))
 
 
+def test_a_new_parameter_where_a_dropped_one_was_prepared_is_updated_as_itself():
+    # the prepared updates are found by id(parameter), which a new Variable may reuse
+    opt = optim.SGD(0.5)
+    old = tape.Variable(np.ones((2, 3), np.float32), stop_gradient=False)
+    _step(opt, [old], [np.ones((2, 3), np.float32)])
+    new = tape.Variable(np.full((2, 3), 4.0, np.float32), stop_gradient=False)
+    opt._prepared[id(new)] = opt._prepared.pop(id(old))
+    _step(opt, [new], [np.ones((2, 3), np.float32)])
+    np.testing.assert_array_equal(new.value(), np.full((2, 3), 3.5, np.float32))
+    np.testing.assert_array_equal(old.value(), np.full((2, 3), 0.5, np.float32))
+    assert opt._prepared[id(new)].param is new
+
+
 def test_a_bad_gradient_on_a_later_step_is_refused_by_the_shape_rule():
     opt, params, grads = optim.SGD(0.1), _parameters(), _gradients()
     _step(opt, params, grads[0])
