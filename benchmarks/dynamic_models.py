@@ -161,11 +161,13 @@ def char_lm_tape(tape, samples, batched=False, traced=False):
     embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
     cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
     project = layers.Linear(CHAR_HIDDEN, CHAR_VOCAB)
-    step = tape.function(lambda x, h, c: cell(x, (h, c)))
-    zeros = tape.Variable(np.zeros((1, CHAR_HIDDEN), np.float32))
+    start = step = None
+    if traced:
+        zeros = tape.Variable(np.zeros((1, CHAR_HIDDEN), np.float32))
+        start, step = (zeros, zeros), tape.function(lambda x, h, c: cell(x, (h, c)))
 
     def loss(inputs, targets):
-        state, hs = ((zeros, zeros) if traced else None), []
+        state, hs = start, []
         for x in ops.split(embed(inputs), num=CHAR_LENGTH, axis=0):
             state = step(x, *state) if traced else cell(x, state)
             hs.append(state[0])

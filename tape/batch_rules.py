@@ -154,7 +154,6 @@ _RULES = {
 }
 
 
-
 def rule_for(op_type: str):
     """The batch rule of ``op_type`` (``rule(plan, {slot: [shape]})``, see above), or None."""
     return _RULES.get(op_type)

@@ -311,6 +311,14 @@ def _resolved(plan, kind: int, fslot: str, i: int) -> tuple:
     return kind, fslot, i, -1, -1
 
 
+def _joined_entries(unit, h0, which: int, fslot: str, i: int):
+    """Every handle's entry for input (``which`` 0) or output (1) ``fslot[i]``, joined as the
+    unit's argument; the unit's handles share ``h0``'s plan, so the entry's place is found
+    once."""
+    position = entry_position(h0.plan, which, fslot, i)
+    return _joined(unit, [h.entries[position] for h in unit.handles])
+
+
 def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: dict):
     """A grad step's input bound as ``(kind, fslot, i)`` (forward output ``k``, index ``j``,
     where it names one), for the whole unit."""
@@ -327,13 +335,13 @@ def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: di
         if arrays is not None:
             a = arrays[fslot]
             return a[i] if type(a) is list else a
-        return _joined(unit, [handle_entry(h, 0, fslot, i) for h in unit.handles])
+        return _joined_entries(unit, h0, 0, fslot, i)
     if kind == FWD_OUT:
         results = unit.results
         if results is not None:
             a = results[k]
             return a if j < 0 else a[j]
-        return _joined(unit, [handle_entry(h, 1, fslot, i) for h in unit.handles])
+        return _joined_entries(unit, h0, 1, fslot, i)
     if kind == TEMP:
         return temps[fslot]
     e = handle_entry(h0, 1 if kind == META_OUT else 0, fslot, i)
