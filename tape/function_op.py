@@ -21,6 +21,7 @@ from . import dtypes
 from .batch_rules import CAT, SHARED, add_rule
 from .errors import InvalidArgumentError
 from .function_program import Graph
+from .place import CPUPlace, CUDAPlace
 from .registry import GradOp, Slot, kernel, register_op
 
 _numbers = itertools.count()
@@ -59,13 +60,15 @@ def register_function_op(graph: Graph, name: str):
         grads = program.backward(computed.take(inputs) or program.forward(inputs), out_grads)
         return grads[0] if len(grads) == 1 else tuple(grads)
 
-    # the kernels' parameters name the slots they read (``tape.kernel_binding``)
+    # the kernels' parameters name the slots they read (``tape.kernel_binding``); one for
+    # every place: the traced plans are the place's own (a trace is made per place)
     given, gradients = ", ".join(names), ", ".join(f"d{n}" for n in results)
-    kernel(op_type, types=dtypes.ALL)(eval(
-        f"lambda {given}: run([{given}])", {"run": run_function}))
-    kernel(op_type + "_grad", types=dtypes.ALL)(eval(
-        f"lambda {given}, {gradients}: run([{given}], [{gradients}])",
-        {"run": run_function_grad}))
+    forward = eval(f"lambda {given}: run([{given}])", {"run": run_function})
+    backward = eval(f"lambda {given}, {gradients}: run([{given}], [{gradients}])",
+                    {"run": run_function_grad})
+    for place in (CPUPlace(), CUDAPlace(0)):
+        kernel(op_type, types=dtypes.ALL, place=place)(forward)
+        kernel(op_type + "_grad", types=dtypes.ALL, place=place)(backward)
     add_rule(op_type, lambda plan, shapes: _batch_rule(graph, names, shapes))
     return info
 
