@@ -1,7 +1,10 @@
 """LSTMCell, GRUCell and SimpleRNNCell: one step of a recurrent network, composed of existing ops.
 
 A cell is called once per time step from ordinary Python, so sequences of any length (a
-different one each iteration) need no padding: the tape records whatever steps ran.
+different one each iteration) need no padding: the tape records whatever steps ran. On a lazy
+tape a call records its ops as one (a ``tape.function`` of the cell's equations), so that the
+calls of one step of many sequences batch as one call, as DyNet's autobatching batches its
+builders' steps.
 """
 from __future__ import annotations
 
@@ -74,6 +77,20 @@ def _split(x: Variable, num: int) -> list[Variable]:
     return tape.ops.split(x, num=num, axis=-1)
 
 
+class _TracedStep:
+    """A cell's equations as a ``tape.function`` (named as the cell's parameters are), and the
+    ids of the parameters it was made for (each held by its traces while they live, so an id
+    is not reused before the trace is dropped). Not a list or tuple: ``Layer.params()`` does
+    not look into it."""
+
+    __slots__ = ("params", "function")
+
+    def __init__(self, params: tuple, equations, name: str):
+        self.params = params
+        self.function = tape.function(equations)
+        self.function.name = name
+
+
 class _Cell(Layer):
     """What LSTMCell and GRUCell share: gate parameters, input checks, the zero state."""
 
@@ -94,6 +111,20 @@ class _Cell(Layer):
     def zeros_like_batch(self, x: Variable) -> Variable:
         """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
+
+    def _recorded(self, x: Variable, *state: Variable):
+        """The cell's equations (``_equations``) on ``x`` and ``state``: on a lazy tape as ONE
+        op (a ``tape.function`` of them), so that the calls of one time step of many sequences
+        run as one batched call, forward and backward; elsewhere op by op. The trace captures
+        the parameters it finds, so it is made again when one of them is replaced."""
+        if type(tape.get_global_tape()) is not tape.LazyTape:
+            return self._equations(x, *state)
+        params = tuple(id(p) for p in (self.weight_ih, self.weight_hh, self.bias_ih,
+                                       self.bias_hh))
+        traced = vars(self).get("_traced")
+        if traced is None or traced.params != params:
+            traced = self._traced = _TracedStep(params, self._equations, self._prefix)
+        return traced.function(x, *state)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "
@@ -121,7 +152,8 @@ class LSTMCell(_Cell):
     stacked in the order i, f, g, o; ``bias_ih`` and ``bias_hh`` (4 * hidden_size,); all uniform
     in ``[-k, k]`` with ``k = 1 / sqrt(hidden_size)``; named Paddle-style ``lstm_cell_0.w_0``,
     ``.w_1``, ``.b_0``, ``.b_1``. Each call adds matmul_v2, elementwise_add, split, sigmoid,
-    tanh and elementwise_mul ops to the global tape.
+    tanh and elementwise_mul ops to the global tape; on a lazy tape, one op that runs them
+    (calls of one time step of several sequences then run as one batched call).
 
     >>> cell = LSTMCell(3, 5)
     >>> state = None
@@ -142,6 +174,9 @@ class LSTMCell(_Cell):
             h, c = state
             for name, s in (("h", h), ("c", c)):
                 _check_state("LSTMCell", name, s, x.shape[0], self.hidden_size)
+        return self._recorded(x, h, c)
+
+    def _equations(self, x: Variable, h: Variable, c: Variable):
         ops = tape.ops
         gates = ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),
                                     _affine(h, self.weight_hh, self.bias_hh))
@@ -188,6 +223,9 @@ class GRUCell(_Cell):
             h = self.zeros_like_batch(x)
         else:
             _check_state("GRUCell", "h", h, x.shape[0], self.hidden_size)
+        return self._recorded(x, h)
+
+    def _equations(self, x: Variable, h: Variable) -> Variable:
         ops = tape.ops
         x_r, x_z, x_n = _split(_affine(x, self.weight_ih, self.bias_ih), 3)
         h_r, h_z, h_n = _split(_affine(h, self.weight_hh, self.bias_hh), 3)
@@ -221,5 +259,8 @@ class SimpleRNNCell(_Cell):
             h = self.zeros_like_batch(x)
         else:
             _check_state("SimpleRNNCell", "h", h, x.shape[0], self.hidden_size)
+        return self._recorded(x, h)
+
+    def _equations(self, x: Variable, h: Variable) -> Variable:
         return tape.ops.tanh(tape.ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),
                                                       _affine(h, self.weight_hh, self.bias_hh)))
