@@ -79,16 +79,21 @@ def _split(x: Variable, num: int) -> list[Variable]:
 
 class _TracedStep:
     """A cell's equations as a ``tape.function`` (named as the cell's parameters are), and the
-    ids of the parameters it was made for (each held by its traces while they live, so an id
-    is not reused before the trace is dropped). Not a list or tuple: ``Layer.params()`` does
-    not look into it."""
+    parameters it was made for. Not a list or tuple: ``Layer.params()`` does not look into
+    it, so a replaced parameter held here is not the cell's."""
 
-    __slots__ = ("params", "function")
+    __slots__ = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "function")
 
-    def __init__(self, params: tuple, equations, name: str):
-        self.params = params
-        self.function = tape.function(equations)
-        self.function.name = name
+    def __init__(self, cell):
+        self.weight_ih, self.weight_hh = cell.weight_ih, cell.weight_hh
+        self.bias_ih, self.bias_hh = cell.bias_ih, cell.bias_hh
+        self.function = tape.function(cell._equations)
+        self.function.name = cell._prefix
+
+    def serves(self, cell) -> bool:
+        """Whether ``cell`` still holds the parameters this was made for."""
+        return (self.weight_ih is cell.weight_ih and self.weight_hh is cell.weight_hh
+                and self.bias_ih is cell.bias_ih and self.bias_hh is cell.bias_hh)
 
 
 class _Cell(Layer):
@@ -119,11 +124,9 @@ class _Cell(Layer):
         the parameters it finds, so it is made again when one of them is replaced."""
         if type(tape.get_global_tape()) is not tape.LazyTape:
             return self._equations(x, *state)
-        params = tuple(id(p) for p in (self.weight_ih, self.weight_hh, self.bias_ih,
-                                       self.bias_hh))
         traced = vars(self).get("_traced")
-        if traced is None or traced.params != params:
-            traced = self._traced = _TracedStep(params, self._equations, self._prefix)
+        if traced is None or not traced.serves(self):
+            traced = self._traced = _TracedStep(self)
         return traced.function(x, *state)
 
     def __repr__(self):
