@@ -34,17 +34,19 @@ def _gate_parameters(layer: Layer, prefix: str, input_size: int, hidden_size: in
 
 
 def _check_input(cell: str, x: Variable, input_size: int) -> None:
-    if len(x.shape) != 2 or x.shape[1] not in (input_size, -1):
+    shape = x.desc.shape
+    if len(shape) != 2 or shape[1] not in (input_size, -1):
         raise InvalidArgumentError(f"{cell}: expected x of shape (batch, {input_size}), "
-                                   f"received {tuple(x.shape)}")
+                                   f"received {tuple(shape)}")
 
 
 def _check_state(cell: str, name: str, state: Variable, batch: int, hidden_size: int) -> None:
     # -1: a size known only when the ops run (a zero state under tape.lazy(), in a program)
-    if len(state.shape) != 2 or state.shape[1] != hidden_size or \
-            -1 not in (batch, state.shape[0]) and state.shape[0] != batch:
+    shape = state.desc.shape
+    if len(shape) != 2 or shape[1] != hidden_size or \
+            shape[0] != batch and -1 not in (batch, shape[0]):
         raise InvalidArgumentError(f"{cell}: expected {name} of shape ({batch}, {hidden_size}), "
-                                   f"received {tuple(state.shape)}")
+                                   f"received {tuple(shape)}")
 
 
 def batch_zeros(x: Variable, batch_axis: int, shape, dtype) -> Variable:
@@ -175,8 +177,9 @@ class LSTMCell(_Cell):
             h = c = self.zeros_like_batch(x)
         else:
             h, c = state
-            for name, s in (("h", h), ("c", c)):
-                _check_state("LSTMCell", name, s, x.shape[0], self.hidden_size)
+            batch = x.desc.shape[0]
+            _check_state("LSTMCell", "h", h, batch, self.hidden_size)
+            _check_state("LSTMCell", "c", c, batch, self.hidden_size)
         return self._recorded(x, h, c)
 
     def _equations(self, x: Variable, h: Variable, c: Variable):
@@ -225,7 +228,7 @@ class GRUCell(_Cell):
         if h is None:
             h = self.zeros_like_batch(x)
         else:
-            _check_state("GRUCell", "h", h, x.shape[0], self.hidden_size)
+            _check_state("GRUCell", "h", h, x.desc.shape[0], self.hidden_size)
         return self._recorded(x, h)
 
     def _equations(self, x: Variable, h: Variable) -> Variable:
@@ -261,7 +264,7 @@ class SimpleRNNCell(_Cell):
         if h is None:
             h = self.zeros_like_batch(x)
         else:
-            _check_state("SimpleRNNCell", "h", h, x.shape[0], self.hidden_size)
+            _check_state("SimpleRNNCell", "h", h, x.desc.shape[0], self.hidden_size)
         return self._recorded(x, h)
 
     def _equations(self, x: Variable, h: Variable) -> Variable:
