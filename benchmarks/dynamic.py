@@ -21,7 +21,9 @@ per op in the models it is made for (the models: ``dynamic_models.py``, and for 
 - Tree-LSTM, 16 trees per tape, and char LM, 16 separate sequences per tape, once more with
   their cells as ``tape.function``s (the Tree-LSTM's leaf and node cells, the LM's LSTMCell
   step), run lazily: each cell call is one recorded op, and the calls of one depth or step
-  batch (the row "Tape, lazy, cells as tape.function").
+  batch (the row "Tape, lazy, cells as tape.function"). On a lazy tape Tape's LSTMCell records
+  each call as one op by itself (``layers/recurrent.py``), so the LM's plain lazy rows batch
+  its steps the same way; its traced row differs only in who made the function.
 - the 100-op chain of ``per_op.py`` (µs per op, forward with its value, and forward +
   backward). Issue 12 sets recording a lazy op (at most 1.5 µs) as a target of its own, so its
   "fused 100-op chain at most 1.0 µs per op, forward and backward" is read as the execution
