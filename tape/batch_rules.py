@@ -165,6 +165,11 @@ def add_rule(op_type: str, rule) -> None:
     _RULES[op_type] = rule
 
 
+def drop_rule(op_type: str) -> None:
+    """Forget ``op_type``'s rule (``add_rule``'s; its op is gone)."""
+    _RULES.pop(op_type, None)
+
+
 rule_cache: dict = {}
 
 

@@ -18,7 +18,7 @@ import re
 import weakref
 
 from . import dtypes
-from .batch_rules import CAT, SHARED, add_rule
+from .batch_rules import CAT, SHARED, add_rule, drop_rule
 from .errors import InvalidArgumentError
 from .function_program import Graph
 from .place import CPUPlace, CUDAPlace
@@ -40,7 +40,7 @@ def register_function_op(graph: Graph, name: str):
     names = input_slots(graph)
     results = [f"Out{k}" for k in range(len(graph.outputs))]
     info = register_op(
-        op_type,
+        op_type, transient=True,
         inputs=[Slot(n, "an argument" if n[0] == "A" else "a Variable the function's ops read "
                      "that no argument leads to") for n in names],
         outputs=[Slot(n, "a result") for n in results],
@@ -70,6 +70,7 @@ def register_function_op(graph: Graph, name: str):
         kernel(op_type, types=dtypes.ALL, place=place)(forward)
         kernel(op_type + "_grad", types=dtypes.ALL, place=place)(backward)
     add_rule(op_type, lambda plan, shapes: _batch_rule(graph, names, shapes))
+    weakref.finalize(info, drop_rule, op_type)
     return info
 
 

@@ -17,6 +17,8 @@ returns its outputs in output-slot order.
 """
 from __future__ import annotations
 
+import weakref
+
 from . import dtypes
 from .attr_signature import signature
 from .desc import GRAD_SUFFIX, OpDesc, grad_name  # noqa: F401  (imported from here too)
@@ -90,8 +92,10 @@ class GradOp(GradMaker):
         self._optional_out_grads = tuple(optional_out_grads)
         self._no_grad = frozenset(no_grad)
 
-    def bind(self, info: OpInfo) -> None:
-        """Fill defaults from the forward proto and register the grad op's proto."""
+    def bind(self, info: OpInfo, transient: bool = False) -> None:
+        """Fill defaults from the forward proto and register the grad op's proto (``transient``
+        as the forward op; this GradOp, which the forward op holds, then holds the grad op's
+        OpInfo, so the two live as long as each other)."""
         names = {s.name for s in info.inputs} | {s.name for s in info.outputs}
         unknown = self.reads - names
         if unknown:
@@ -112,8 +116,9 @@ class GradOp(GradMaker):
                      duplicable=by_name[n].duplicable) for n in self._optional_out_grads]
         outs = [Slot(grad_name(n), f"gradient of {n}", duplicable=by_name[n].duplicable,
                      dispensable=True) for n in self.grads]
-        register_op(self.type, inputs=ins, outputs=outs, attrs=list(info.attrs.values()),
-                    doc=f"Gradient of {info.type}.")
+        self.info = register_op(self.type, inputs=ins, outputs=outs,
+                                attrs=list(info.attrs.values()), doc=f"Gradient of {info.type}.",
+                                transient=transient)
 
     def make(self, op: OpDesc) -> list[OpDesc]:
         ins = {}
@@ -132,7 +137,7 @@ class OpInfo:
                  "kernels", "case", "doc", "input_names", "output_names", "visible_outputs",
                  "kernel_dtype_attr", "slot_specs", "plans", "attr_cache",
                  "differentiable_outputs", "keeps", "slot_names", "runner", "positional",
-                 "lazy_positional")
+                 "lazy_positional", "lazy_runner", "__weakref__")
 
     def __init__(self, type, inputs, outputs, attrs, infer_shape, grad, case, doc):
         self.type = type
@@ -157,6 +162,7 @@ class OpInfo:
         self.runner = None           # its eager runner (tape.runner), made on first use
         self.positional = None       # its positional runner (tape.positional), likewise
         self.lazy_positional = None  # and its lazy one
+        self.lazy_runner = None      # its general lazy runner (tape.runner), made on first use
         self.slot_specs = tuple((s.name, s.duplicable, s.dispensable) for s in self.inputs)
 
     def check_attrs(self, attrs) -> dict:
@@ -221,6 +227,10 @@ class OpInfo:
 
 
 REGISTRY: dict[str, OpInfo] = {}
+# Ops registered for as long as something uses them (a traced function's, ``tape.function``):
+# held by what uses them (the trace, the CallPlans of recorded ops), not here, so that a
+# function's op and everything it keeps go when the function and its recorded ops are gone
+_TRANSIENT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class _NoPlanCache(dict):
@@ -235,21 +245,23 @@ class _NoPlanCache(dict):
 
 
 def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, grad=None,
-                case=None, doc: str = "", cache_shapes: bool = True) -> OpInfo:
+                case=None, doc: str = "", cache_shapes: bool = True,
+                transient: bool = False) -> OpInfo:
     """Declare an op: slots, attributes, shape rule, grad maker and test case (see module doc).
 
     ``cache_shapes=False`` for an op whose output shapes are not a function of its input
     shapes and attributes (``load_combine`` reads them from a file): its shape rule then runs
-    on every call instead of being remembered.
+    on every call instead of being remembered. A ``transient`` op (a traced function's) is
+    registered only while the returned OpInfo is referenced elsewhere.
     """
-    if type in REGISTRY:
+    if type in REGISTRY or type in _TRANSIENT:
         raise InvalidArgumentError(f"op '{type}' is already registered")
     info = OpInfo(type, inputs, outputs, attrs, infer_shape, grad, case, doc)
     if not cache_shapes:
         info.plans = _NoPlanCache()
-    REGISTRY[type] = info
+    (_TRANSIENT if transient else REGISTRY)[type] = info
     if isinstance(grad, GradOp):
-        grad.bind(info)
+        grad.bind(info, transient)
     if grad is not None:
         info.differentiable_outputs = (frozenset(info.output_names) if grad.out_grads is None
                                        else grad.out_grads)
@@ -258,7 +270,7 @@ def register_op(type: str, inputs=(), outputs=(), attrs=(), infer_shape=None, gr
 
 
 def op_info(type: str) -> OpInfo:
-    info = REGISTRY.get(type)
+    info = REGISTRY.get(type) or _TRANSIENT.get(type)
     if info is None:
         raise NotFoundError(f"no op named '{type}' is registered")
     return info

@@ -139,7 +139,7 @@ class LazyTape(Tape):
     def run(self, info: OpInfo, inputs: dict, attrs, outputs=None, sig=None) -> dict:
         """Check, infer and record; the kernel runs later (``tape.runner`` with lazy=True).
         ``sig``: ``signature(attrs)``, when the caller has it (``tape.overloads``)."""
-        return (_lazy_runners.get(info) or lazy_runner(info))(self, inputs, attrs, outputs, sig)
+        return (info.lazy_runner or lazy_runner(info))(self, inputs, attrs, outputs, sig)
 
 
 def get_global_tape() -> Tape:
@@ -226,7 +226,6 @@ _RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
                "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE,
                "lazy_tail": _lazy_runner.positional_tail}
-_lazy_runners: dict = {}
 
 
 def runner(info: OpInfo):
@@ -259,11 +258,11 @@ def lazy_positional_runner(info: OpInfo):
 
 
 def lazy_runner(info: OpInfo):
-    """The lazy runner of op ``info`` (made on first use): what ``LazyTape.run`` calls."""
-    run = _lazy_runners.get(info)
-    if run is None:
-        run = _lazy_runners[info] = make_runner(info, _RUNNER_ENV, lazy=True)
-    return run
+    """The lazy runner of op ``info`` (made on first use, then ``info.lazy_runner``): what
+    ``LazyTape.run`` calls."""
+    if info.lazy_runner is None:
+        info.lazy_runner = make_runner(info, _RUNNER_ENV, lazy=True)
+    return info.lazy_runner
 
 
 @contextlib.contextmanager

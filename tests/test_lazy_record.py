@@ -37,7 +37,7 @@ def general_lazy_calls(monkeypatch):
         def counted(*args):
             calls.append(info.type)
             return general(*args)
-        monkeypatch.setitem(tape.tape._lazy_runners, info, counted)
+        monkeypatch.setattr(info, "lazy_runner", counted)
         return calls
     return watch
 
