@@ -111,6 +111,9 @@ class ForwardValues:
     def __init__(self):
         self.kept = {}       # id(first input) -> (weak refs to the inputs, the values past them)
         self.watched = {}    # id(first input) -> the finalizer that forgets it
+        # (the finalizers hold this weakly, and go with it: an input array that outlives the
+        # op, a constant given to every call, must not keep the op's values)
+        weakref.finalize(self, _unwatch, self.watched)
 
     def keep(self, inputs: list, env: list) -> None:
         try:
@@ -121,7 +124,7 @@ class ForwardValues:
         if len(self.kept) >= self.LIMIT:
             self.kept.clear()
         if key not in self.watched:
-            self.watched[key] = weakref.finalize(inputs[0], self._forget, key)
+            self.watched[key] = weakref.finalize(inputs[0], _forget, weakref.ref(self), key)
         self.kept[key] = (refs, env[len(inputs):])
 
     def take(self, inputs: list) -> list | None:
@@ -131,6 +134,15 @@ class ForwardValues:
             return None
         return inputs + entry[1]
 
-    def _forget(self, key: int) -> None:
-        self.watched.pop(key, None)
-        self.kept.pop(key, None)
+
+def _forget(values_ref, key: int) -> None:
+    """An input array of ``values_ref()``'s calls is gone: forget them."""
+    values = values_ref()
+    if values is not None:
+        values.watched.pop(key, None)
+        values.kept.pop(key, None)
+
+
+def _unwatch(watched: dict) -> None:
+    for watch in watched.values():
+        watch.detach()

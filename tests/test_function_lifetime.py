@@ -3,6 +3,7 @@ recorded with it. Then it is unregistered, with its grad op and batch rule, so a
 makes functions (or lazy recurrent cells) again and again does not keep every one."""
 import contextlib
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -88,3 +89,18 @@ def test_cells_made_again_and_again_do_not_accumulate_ops():
     for _ in range(20):
         one_cell()
     assert cell_ops() == before
+
+
+def test_values_kept_for_a_grad_call_go_with_the_function():
+    """A forward call keeps its values for its grad call while its input arrays live; an input
+    that outlives the function (a constant given to every call) must not keep them."""
+    x = tape.Variable(RNG.standard_normal((2, 3)), stop_gradient=False)    # outlives fn
+    fn = tape.function(lambda v: ops.tanh(v) * 2.0)
+    with tape.lazy():
+        tape.reset_global_tape()
+        out = fn(x)
+        kept = weakref.ref(out.value())
+    del out, fn
+    tape.reset_global_tape()
+    gc.collect()
+    assert kept() is None
