@@ -76,7 +76,11 @@ def run_lazy_backward(ops: list, loss, records) -> None:
             attempt = lazy_replay.attempt(ops, loss, records)
             if attempt is True:     # (a cached program ran it)
                 return
-            if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
+            if attempt is not None and attempt.schedule is not None:
+                # (found not to batch by units when the schedule was made: no units, as
+                # ``run_batched_backward`` then decides)
+                records.clear()
+            elif _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
                     and run_batched_backward(ops, records, loss):
                 if attempt is not None:
                     attempt.refuse_graph()

@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 from . import flags as _flags
+from .lazy_program import Schedule
 from .pending import LazyOp
 from .variable import Variable
 
@@ -74,9 +75,10 @@ class Attempt:
     """A backward that no program serves yet; ``lazy_backward`` runs the per-op path and asks
     it, once the grad ops are deferred, to build a program (``build``)."""
 
-    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants")
+    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants",
+                 "schedule")
 
-    def __init__(self, signature, entry, state, arrays, entries):
+    def __init__(self, signature, entry, state, arrays, entries, schedule=None):
         self.signature = signature
         self.entry = entry
         self.state = state
@@ -84,12 +86,14 @@ class Attempt:
         self.entries = entries
         self.positions = {}
         self.constants = {}     # id(array) -> (array, "ones" or "zeros", shape, dtype)
+        self.schedule = schedule    # the per-op path's kernel calls (lazy_program.Schedule)
 
-    def refuse(self) -> None:
-        """No program for this state: the per-op path runs for it from now on."""
+    def refuse(self, schedule=None) -> None:
+        """No program for this state: the per-op path runs for it from now on (the kernel
+        calls ``schedule`` lists, where given: ``lazy_program.Schedule``)."""
         programs = self.entry.programs
         if len(programs) < _MAX_PROGRAMS:
-            programs[self.state] = None
+            programs[self.state] = schedule
 
     def refuse_graph(self) -> None:
         """No program for this graph in any state (its backward goes by the forward batches,
@@ -139,11 +143,12 @@ def attempt(handles: list, loss, records):
     found = None
     state = (counts, _pattern(arrays, entries))
     program = entry.programs.get(state, _MISSING)
-    if program is _MISSING:
-        if len(entry.programs) >= _MAX_PROGRAMS:
+    if program is _MISSING or type(program) is Schedule:
+        if program is _MISSING and len(entry.programs) >= _MAX_PROGRAMS:
             return None
         ops = None      # (nothing may hold the ops while the per-op path groups them)
-        return Attempt(signature, entry, state, arrays, entries)
+        return Attempt(signature, entry, state, arrays, entries,
+                       None if program is _MISSING else program)
     if program is None:
         return None
     global replays
