@@ -42,8 +42,8 @@ def run_ops(needed: list, turns: list | None = None) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
     when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
     on, each chain ``tape.fusion`` finds among them runs as one loop. ``turns``, a list, gets
-    the agenda's kernel calls in order, each the positions in ``needed`` of its ops, for
-    ``run_turns`` (none where fusion grouped ops)."""
+    the agenda's kernel calls in order, each the position in ``needed`` of its op or a tuple
+    of its ops' positions, for ``run_turns`` (none where fusion grouped ops)."""
     at = None if turns is None else {id(op): i for i, op in enumerate(needed)}
     flags = _flags.flags
     fusion = len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]
@@ -74,7 +74,8 @@ def run_ops(needed: list, turns: list | None = None) -> None:
         _drop_args_of_ran(needed)
         raise
     if trace:
-        turns += [tuple(at[id(op)] for op in group) for group in trace]
+        turns += [at[id(group[0])] if len(group) == 1 else tuple(at[id(op)] for op in group)
+                  for group in trace]
     # The ops of batches that made units drop their inputs here, all at once, rather than
     # as each batch runs (``units.note_unit``): dropping them frees the refs and the producing
     # ops no Variable holds, and freeing those in the prune walk's order (one sample's stretch
@@ -96,7 +97,10 @@ def run_turns(needed: list, turns: list) -> None:
         op.users = None
     try:
         for turn in turns:
-            run_group([needed[i] for i in turn])
+            if type(turn) is int:
+                run_one(needed[turn])
+            else:
+                run_group([needed[i] for i in turn])
     except BaseException:
         _drop_args_of_ran(needed)
         raise
@@ -110,11 +114,10 @@ def _drop_args_of_ran(needed: list) -> None:
             op.args = None
 
 
-def run_group(group) -> None:
-    """Run the ops of one agenda turn (same signature, record order) as one kernel call."""
-    if len(group) == 1:
-        run_one(group[0])
-    elif group[0].plan is None:
+def run_group(group: list) -> None:
+    """Run the ops of one agenda turn of two or more (same signature, record order) as one
+    kernel call."""
+    if group[0].plan is None:
         if group[0].kind[0] == "fused":
             note_fused(group)
             run_chains(group)
@@ -225,9 +228,11 @@ class Agenda:
                 run_one(op)
             else:
                 group = ready.pop(self.choose())
-                if len(group) > 1:
+                if len(group) == 1:     # (most turns of a graph with little to batch)
+                    run_one(group[0])
+                else:
                     group.sort(key=_record_order)
-                run_group(group)
+                    run_group(group)
             if trace is not None:
                 trace.append(group)
             sig = group[0].sig
