@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from . import batching
+from . import batching, fusion_steps
 from .desc import GRAD_SUFFIX
 from .fusion import FusedGroup, fuse_chains
 from .kernels import fused
@@ -35,20 +35,23 @@ class Program:
 class Schedule:
     """The per-op path's execution of a graph state whose ops batch (no Program for it):
     ``turns``, its kernel calls (``batching.run_ops``), over the pending ops in prune order,
-    whose plans (an Accumulation's kind) are ``kinds``."""
+    whose plans (an Accumulation's kind) are ``kinds``; made while arrays of
+    ``min_elements`` joined fused groups (``fusion_steps.MIN_ELEMENTS``: tests change it)."""
 
-    __slots__ = ("turns", "kinds")
+    __slots__ = ("turns", "kinds", "min_elements")
 
     def __init__(self, turns: list, kinds: list):
         self.turns = turns
         self.kinds = kinds
+        self.min_elements = fusion_steps.MIN_ELEMENTS
 
     def fits(self, needed: list) -> bool:
-        """Whether ``needed`` are ops of the plans the turns were made for, in that order."""
+        """Whether ``needed`` are ops of the plans the turns were made for, in that order,
+        with fusion as it was."""
         kinds = self.kinds
-        return len(needed) == len(kinds) and all(
-            (op.plan if op.plan is not None else op.kind) == kind
-            for op, kind in zip(needed, kinds))
+        return self.min_elements == fusion_steps.MIN_ELEMENTS and len(needed) == len(kinds) \
+            and all((op.plan if op.plan is not None else op.kind) == kind
+                    for op, kind in zip(needed, kinds))
 
 
 rescheduled = 0     # backwards a Schedule ran (tests check reuse)
@@ -58,7 +61,8 @@ def build(attempt, targets: list, order: list, leaves: dict):
     """Run the pending graph of ``targets`` (the leaves' gradients, for the VarDescs ``order``
     of ``leaves``): by a new program kept on ``attempt`` when one can serve it exactly (it
     then sets the gradients itself: None is returned), else by the scheduler, returning the
-    targets' values (and ``attempt.refuse()``)."""
+    targets' values (and ``attempt.refuse()``, with a Schedule where the ops batch: the
+    attempt's schedule, when it fits, then runs those kernel calls again)."""
     needed = prune(ref[0] for ref in targets)
     schedule = attempt.schedule
     if schedule is not None and schedule.fits(needed):
@@ -66,7 +70,7 @@ def build(attempt, targets: list, order: list, leaves: dict):
         rescheduled += 1
         batching.run_turns(needed, schedule.turns)
         return [read(ref) for ref in targets]
-    steps = None if schedule is not None else _in_order(needed)
+    steps = _in_order(needed)
     refused = steps is None or _could_batch(steps)
     if refused:
         # refused before fusing: small arrays join no loop (compiling one takes seconds), and

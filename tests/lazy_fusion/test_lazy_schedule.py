@@ -77,3 +77,17 @@ def test_a_graph_in_another_state_never_runs_the_schedule():
     assert lazy_program.rescheduled == before + 2
     same(gradients(cell, data), per_op(cell, data))
     assert lazy_program.rescheduled == before + 3
+
+
+def test_a_schedule_made_without_fusion_of_small_arrays_is_not_run_with_it(monkeypatch):
+    """Fusion decides which ops run (a private libm value fused computes by libm): a schedule
+    made while small arrays join no group never runs where they do."""
+    from tape import fusion_steps
+
+    data = values()
+    for _ in range(3):
+        gradients(cell, data)
+    monkeypatch.setattr(fusion_steps, "MIN_ELEMENTS", 0)
+    before = lazy_program.rescheduled
+    same(gradients(cell, data), per_op(cell, data))
+    assert lazy_program.rescheduled == before
