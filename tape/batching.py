@@ -227,8 +227,10 @@ class Agenda:
                 group = (op,)
                 run_one(op)
             else:
-                group = ready.pop(self.choose())
-                if len(group) == 1:     # (most turns of a graph with little to batch)
+                # (one signature ready, the only choice: most turns of a graph with little to
+                # batch)
+                group = ready.popitem()[1] if len(ready) == 1 else ready.pop(self.choose())
+                if len(group) == 1:
                     run_one(group[0])
                 else:
                     group.sort(key=_record_order)
@@ -255,11 +257,8 @@ class Agenda:
                 op.users = None
 
     def choose(self):
-        """The signature to run next (see the class docstring)."""
+        """The signature to run next of two or more ready (see the class docstring)."""
         ready = self.ready
-        if len(ready) == 1:     # (the only choice: most turns of a graph with little to batch)
-            for sig in ready:
-                return sig
         best, best_key = None, None
         left = self.left
         for sig, group in ready.items():
