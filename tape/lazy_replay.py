@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 from . import flags as _flags
+from .batched_grads import entry_position
 from .lazy_program import Schedule
 from .pending import LazyOp
 from .variable import Variable
@@ -238,7 +239,9 @@ def _new_walker(entry, loss_op, records) -> bool:
         lines += ["        if " + " or ".join(f"type(l{k}) is not ndarray"
                                           for k in range(len(leaves))) + ":",
                   "            return None"]
-    lines += [f"        e{k} = hs[{p}].inputs[{slot!r}][{i}]"
+    # (each read where the handle's EagerHandle keeps it: its inputs view costs a dict and a
+    # list per slot)
+    lines += [f"        e{k} = hs[{p}].entries[{entry_position(ops_at[p].plan, 0, slot, i)}]"
               for k, (_, p, slot, i) in enumerate(leaves)]
     lines += ["    except (TypeError, KeyError, IndexError, AttributeError):   # (an op ran, "
               "its args gone; or another graph)",
