@@ -33,6 +33,12 @@ groups and runs it; later ones only run it. Arrays too small for fusion to pay w
 found per call (``fusion_steps.MIN_ELEMENTS``) join groups in a program, where the groups are
 found once (``exp``, ``log``, ``tanh`` and ``sigmoid`` stay out there, as they do by default,
 so results stay bit for bit those of the per-op path).
+
+A graph whose ops could batch gets no program (a batch of matrix products rounds as one BLAS
+call, so the per-op path's batches must be its batches), but its second backward keeps the
+scheduler's kernel calls as a ``lazy_program.Schedule``: from the third on, the grad ops are
+deferred as before and the same batches run in the same order, without the agenda's decisions
+or the search for fused groups (the same state fixes them: the walker's checks above).
 """
 from __future__ import annotations
 
