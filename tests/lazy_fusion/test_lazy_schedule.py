@@ -61,6 +61,29 @@ def test_a_batching_graph_runs_the_per_op_paths_kernel_calls_again(kernel_calls)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def rows(x, h, w):
+    """Rows of one input through one weight (a batch of three matmuls, whose weight gradient
+    is summed by one batched grad call), tanh batched, stacked reductions, a concat."""
+    acts = [ops.tanh(ops.matmul_v2(r, w)) for r in ops.split(x, num=3, axis=0)]
+    sums = [ops.reduce_sum(a, reduce_all=True) for a in acts]
+    joined = ops.concat([*acts, ops.matmul_v2(h, w)], axis=0)
+    return ops.reduce_sum(ops.sigmoid(joined), reduce_all=True) + sums[0] * sums[2] + sums[1]
+
+
+@pytest.mark.parametrize("graph", [cell, rows])
+def test_scheduled_results_are_the_per_op_paths_for_new_values(graph, kernel_calls):
+    for seed in range(4):
+        before = lazy_program.rescheduled
+        del kernel_calls[:]
+        got = gradients(graph, values(seed))
+        calls = list(kernel_calls)
+        assert lazy_program.rescheduled == before + (seed >= 2)
+        del kernel_calls[:]
+        same(got, per_op(graph, values(seed)))
+        assert calls == kernel_calls
+    assert calls.count("matmul_v2") == 1    # (every product of the forward in one batch)
+
+
 def test_a_graph_in_another_state_never_runs_the_schedule():
     """The same ops with an intermediate held (its value stored, the state's reference counts
     differ): the per-op path, which makes its own schedule (the graph's key is known)."""
