@@ -38,10 +38,13 @@ from .pending import LazyOp, ShapeOnly, arrays_of, read
 from .units import note_fused, note_unit
 
 
-def run_ops(needed: list) -> None:
+def run_ops(needed: list, turns: list | None = None) -> None:
     """Run the pending ops of ``needed`` (``pending.prune``'s answer): batched by signature
     when FLAGS_lazy_batching is on, else one by one in record order; with FLAGS_lazy_fusion
-    on, each chain ``tape.fusion`` finds among them runs as one loop."""
+    on, each chain ``tape.fusion`` finds among them runs as one loop. ``turns``, a list, gets
+    the agenda's kernel calls in order, each the position in ``needed`` of its op or a tuple
+    of its ops' positions, for ``run_turns`` (none where fusion grouped ops)."""
+    at = None if turns is None else {id(op): i for i, op in enumerate(needed)}
     flags = _flags.flags
     fusion = len(needed) > 1 and flags["FLAGS_lazy_fusion"] and not flags["FLAGS_check_nan_inf"]
     if len(needed) == 1 or not flags["FLAGS_lazy_batching"]:
@@ -63,13 +66,16 @@ def run_ops(needed: list) -> None:
         else:
             needed = fused
             agenda = Agenda(needed)
+            at = None
+    trace = None if at is None else []
     try:
-        agenda.run()
+        agenda.run(trace)
     except BaseException:
-        for op in needed:
-            if op.results is not None:
-                op.args = None
+        _drop_args_of_ran(needed)
         raise
+    if trace:
+        turns += [at[id(group[0])] if len(group) == 1 else tuple(at[id(op)] for op in group)
+                  for group in trace]
     # The ops of batches that made units drop their inputs here, all at once, rather than
     # as each batch runs (``units.note_unit``): dropping them frees the refs and the producing
     # ops no Variable holds, and freeing those in the prune walk's order (one sample's stretch
@@ -81,6 +87,44 @@ def run_ops(needed: list) -> None:
     # execution ends rather than until its last reader ran.
     for op in needed:
         op.args = None
+
+
+def run_turns(needed: list, turns: list) -> None:
+    """Run ``needed`` (``pending.prune``'s answer) in ``turns``, the kernel calls ``run_ops``
+    made on the same graph before: the same batches in the same order, without deciding them
+    again (no signatures, agenda or search for fused chains)."""
+    for op in needed:
+        op.users = None
+    try:
+        for turn in turns:
+            if type(turn) is int:
+                run_one(needed[turn])
+            else:
+                run_group([needed[i] for i in turn])
+    except BaseException:
+        _drop_args_of_ran(needed)
+        raise
+    for op in needed:
+        op.args = None
+
+
+def _drop_args_of_ran(needed: list) -> None:
+    for op in needed:
+        if op.results is not None:
+            op.args = None
+
+
+def run_group(group: list) -> None:
+    """Run the ops of one agenda turn of two or more (same signature, record order) as one
+    kernel call."""
+    if group[0].plan is None:
+        if group[0].kind[0] == "fused":
+            note_fused(group)
+            run_chains(group)
+        else:
+            run_accumulations(group)
+    else:
+        run_batch(group, rule_of(group[0]))
 
 
 def run_one(op) -> None:
@@ -161,7 +205,8 @@ class Agenda:
                 first.append(i)
         self.may_fuse = may_fuse
 
-    def run(self) -> None:
+    def run(self, trace: list | None = None) -> None:
+        """Run the ops, turn by turn; ``trace``, a list, gets each turn's ops."""
         alone, ready, left = self.alone, self.ready, self.left
         lone, waiting_for = alone.append, ready.get
         needed = self.needed
@@ -182,19 +227,16 @@ class Agenda:
                 group = (op,)
                 run_one(op)
             else:
-                group = ready.pop(self.choose())
+                # (one signature ready, the only choice: most turns of a graph with little to
+                # batch)
+                group = ready.popitem()[1] if len(ready) == 1 else ready.pop(self.choose())
                 if len(group) == 1:
                     run_one(group[0])
                 else:
                     group.sort(key=_record_order)
-                    if group[0].plan is None:
-                        if group[0].kind[0] == "fused":
-                            note_fused(group)
-                            run_chains(group)
-                        else:
-                            run_accumulations(group)
-                    else:
-                        run_batch(group, rule_of(group[0]))
+                    run_group(group)
+            if trace is not None:
+                trace.append(group)
             sig = group[0].sig
             if sig is not None:
                 left[sig] -= len(group)
@@ -215,11 +257,8 @@ class Agenda:
                 op.users = None
 
     def choose(self):
-        """The signature to run next (see the class docstring)."""
+        """The signature to run next of two or more ready (see the class docstring)."""
         ready = self.ready
-        if len(ready) == 1:     # (the only choice: most turns of a graph with little to batch)
-            for sig in ready:
-                return sig
         best, best_key = None, None
         left = self.left
         for sig, group in ready.items():

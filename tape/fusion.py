@@ -41,7 +41,7 @@ import sys
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, fusion_steps
 from . import flags as _flags
 from .dispatch import invoke
 from .fusion_steps import node as _node
@@ -145,7 +145,7 @@ def fuse_chains(needed: list, small: bool = False) -> list:
                 node = (kind, expressions, held)
         nodes.append(node)
     op = None
-    if not found:
+    if not found or not fusion_steps.may_join(needed, nodes):
         return needed
     # record order is a topological order: an op is made after its inputs
     in_order = sorted(range(len(needed)), key=lambda i: needed[i].order)

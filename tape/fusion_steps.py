@@ -110,6 +110,22 @@ def node(op, small: bool = False):
     return kind, template, libm
 
 
+def may_join(needed: list, nodes: list) -> bool:
+    """Whether a fusable op of ``needed`` reads one of them of its kind (``nodes``, per op):
+    without such an edge ``fusion._groups`` finds no group, so its pass over every op (most of a
+    hand-batched LM step's ~1,000 ops, for the few large ones that may fuse) is skipped."""
+    kinds = {id(op): node[0] for op, node in zip(needed, nodes) if node is not None}
+    for op, node in zip(needed, nodes):
+        if node is None:
+            continue
+        kind = node[0]
+        for a in op.args.values():
+            for r in (a,) if type(a) is tuple else a if type(a) is list else ():
+                if type(r) is tuple and kinds.get(id(r[0])) == kind:
+                    return True
+    return False
+
+
 def _plan_node(plan, wants):
     """What of ``node`` its plan fixes (computed once per plan)."""
     if len(_plans) >= 4096:

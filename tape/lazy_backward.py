@@ -16,6 +16,7 @@ run.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from . import dtypes, lazy_replay
 from . import flags as _flags
 from .batched_backward import run_batched_backward
+from .batched_grads import entry_position
 from .desc import GRAD_SUFFIX
 from .grad_replay import _counts, argument_lines, gradient_target_lines, prepare
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
@@ -76,7 +78,11 @@ def run_lazy_backward(ops: list, loss, records) -> None:
             attempt = lazy_replay.attempt(ops, loss, records)
             if attempt is True:     # (a cached program ran it)
                 return
-            if _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
+            if attempt is not None and attempt.schedule is not None:
+                # (found not to batch by units when the schedule was made: no units, as
+                # ``run_batched_backward`` then decides)
+                records.clear()
+            elif _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
                     and run_batched_backward(ops, records, loss):
                 if attempt is not None:
                     attempt.refuse_graph()
@@ -180,21 +186,22 @@ def _out_gradient(grads: dict, d, xp):
 _deferrers: dict = {}
 
 
-def _single_argument_lines(slot: str, kind: int, fslot: str, i: int) -> list:
+def _single_argument_lines(slot: str, kind: int, fslot: str, i: int, entry) -> list:
     """The lines binding ``args[slot]`` to one input: a forward value (computed if pending) or
-    an output gradient written out for their common cases, else ``_argument_expression``."""
+    an output gradient written out for their common cases, else ``_argument_expression``
+    (``entry(0 or 1, fslot, i)``: the code of the handle's entry for input or output
+    ``fslot[i]``)."""
     if kind == FWD_IN or kind == FWD_OUT:
-        where = "ins" if kind == FWD_IN else "outs"
-        return [f"    e = {where}[{fslot!r}][{i}]",
+        return [f"    e = {entry(0 if kind == FWD_IN else 1, fslot, i)}",
                 "    v = e._value",
                 f"    args[{slot!r}] = _pending(e) if v is None else v"]
     if kind == OUT_GRAD:     # (``_out_gradient``, written out for its common case)
-        return [f"    e = outs[{fslot!r}][{i}]",
+        return [f"    e = {entry(1, fslot, i)}",
                 "    d = e.desc if type(e) is Variable else e",
                 "    parts = grads.get(d)",
                 f"    args[{slot!r}] = parts[0] if parts is not None and "
                 "len(parts) == 1 else _out_gradient(grads, d, xp)"]
-    return [f"    args[{slot!r}] = {_argument_expression(kind, fslot, i)}"]
+    return [f"    args[{slot!r}] = {_argument_expression(kind, fslot, i, entry)}"]
 
 
 def _deferrer(h):
@@ -205,18 +212,24 @@ def _deferrer(h):
     and files its outputs as gradient parts (or temporaries), as eager backward's written-out
     step (``tape.grad_replay``) does with values; last, it drops the gradients of the handle's
     outputs."""
+    plan = h.plan
     counts = _counts(h)
-    prepared = h.plan.backward
+    prepared = plan.backward
     if prepared is None:
-        prepared = prepare(h.plan, counts)
+        prepared = prepare(plan, counts)
+
+    def entry(which: int, fslot: str, i: int) -> str:
+        # (read where the EagerHandle keeps it: its inputs and outputs views cost a dict and
+        # a list per slot per handle)
+        return f"es[{entry_position(plan, which, fslot, i)}]"
     lines = ["def defer(h, grads, temps, leaves, xp):",
-             "    ins, outs = h.inputs, h.outputs"]
+             "    es = h.entries"]
     outputs = []
     for slot, n in counts[1].items():
         for i in range(n):
             o = f"o{len(outputs)}"
             outputs.append(o)
-            lines += [f"    e = outs[{slot!r}][{i}]",
+            lines += [f"    e = {entry(1, slot, i)}",
                       f"    {o} = e.desc if type(e) is Variable else e"]
     reached = " or ".join(f"{o} in grads" for o in outputs) or "False"
     lines += [f"    if not ({reached}):", "        return"]
@@ -225,7 +238,7 @@ def _deferrer(h):
                  "ShapeOnly": ShapeOnly, "temp_ids": _temp_ids}
     for k, p in enumerate(prepared):
         namespace[f"p{k}"] = p
-        lines += _step_lines(p, k)
+        lines += _step_lines(p, k, entry)
     if any(kind == TEMP for p in prepared for _, _, bound in p.outs for kind, *_ in bound):
         lines.append("    temps.clear()")
     lines += [f"    grads.pop({o}, None)" for o in outputs]
@@ -237,10 +250,12 @@ def _deferrer(h):
     return defer
 
 
-def _step_lines(p, k: int) -> list:
+def _step_lines(p, k: int, entry) -> list:
     """The lines that defer prepared grad step ``p``, the ``k``-th of its forward op's
-    (``p<k>`` in the written-out function's namespace)."""
-    lines = [*argument_lines(p, _argument_expression, _single_argument_lines),
+    (``p<k>`` in the written-out function's namespace; ``entry``, as for
+    ``_single_argument_lines``)."""
+    lines = [*argument_lines(p, functools.partial(_argument_expression, entry=entry),
+                             functools.partial(_single_argument_lines, entry=entry)),
              f"    op = GradLazyOp(p{k}.plan, args, None)",
              f"    op.wants = p{k}.wants",
              "    op.shapes = shapes = {}"]
@@ -256,7 +271,7 @@ def _step_lines(p, k: int) -> list:
                 lines.append(f"    temps[{fslot!r}] = (op, {n}, {index})")
                 where.append("('temp', next(temp_ids))")
                 continue
-            lines += [*gradient_target_lines(fslot, i, "    "),
+            lines += [*gradient_target_lines(fslot, i, "    ", entry(0, fslot, i)),
                       f"    shapes[({n}, {index})] = d.shape",
                       "    parts = grads.get(d)",
                       "    if parts is None:",
@@ -270,19 +285,19 @@ def _step_lines(p, k: int) -> list:
     return lines
 
 
-def _argument_expression(kind: int, fslot: str, i: int) -> str:
-    """What a written-out deferral evaluates for a grad-op input bound as ``(kind, fslot, i)``:
-    None for an optional gradient that never arrived."""
+def _argument_expression(kind: int, fslot: str, i: int, entry) -> str:
+    """What a written-out deferral evaluates for a grad-op input bound as ``(kind, fslot, i)``
+    (``entry``, as for ``_single_argument_lines``): None for an optional gradient that never
+    arrived."""
     if kind == FWD_IN or kind == FWD_OUT:
-        where = "ins" if kind == FWD_IN else "outs"
-        return (f"({where}[{fslot!r}][{i}]._value if {where}[{fslot!r}][{i}]._value is not None "
-                f"else _pending({where}[{fslot!r}][{i}]))")
+        e = entry(0 if kind == FWD_IN else 1, fslot, i)
+        return f"({e}._value if {e}._value is not None else _pending({e}))"
     if kind == TEMP:
         return f"temps[{fslot!r}]"
     if kind == OUT_GRAD:
-        return f"_out_gradient(grads, _desc(outs[{fslot!r}][{i}]), xp)"
+        return f"_out_gradient(grads, _desc({entry(1, fslot, i)}), xp)"
     if kind == OPT_OUT_GRAD or kind == IN_GRAD:
-        d = f"_desc({'outs' if kind == OPT_OUT_GRAD else 'ins'}[{fslot!r}][{i}])"
+        d = f"_desc({entry(1 if kind == OPT_OUT_GRAD else 0, fslot, i)})"
         return f"(_gradient(grads, {d}, xp) if {d} in grads else None)"
-    d = f"_desc({'ins' if kind == META_IN else 'outs'}[{fslot!r}][{i}])"
+    d = f"_desc({entry(0 if kind == META_IN else 1, fslot, i)})"
     return f"ShapeOnly({d}.shape, {d}.dtype)"

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from . import batching
+from . import batching, fusion_steps
 from .desc import GRAD_SUFFIX
 from .fusion import FusedGroup, fuse_chains
 from .kernels import fused
@@ -32,21 +32,58 @@ class Program:
     __slots__ = ("run",)
 
 
+class Schedule:
+    """The per-op path's execution of a graph state whose ops batch (no Program for it):
+    ``turns``, its kernel calls (``batching.run_ops``), over the pending ops in prune order,
+    whose plans (an Accumulation's kind) are ``kinds``; made while arrays of
+    ``min_elements`` joined fused groups (``fusion_steps.MIN_ELEMENTS``: tests change it)."""
+
+    __slots__ = ("turns", "kinds", "min_elements")
+
+    def __init__(self, turns: list, kinds: list):
+        self.turns = turns
+        self.kinds = kinds
+        self.min_elements = fusion_steps.MIN_ELEMENTS
+
+    def fits(self, needed: list) -> bool:
+        """Whether ``needed`` are ops of the plans the turns were made for, in that order,
+        with fusion as it was."""
+        kinds = self.kinds
+        return self.min_elements == fusion_steps.MIN_ELEMENTS and len(needed) == len(kinds) \
+            and all((op.plan if op.plan is not None else op.kind) == kind
+                    for op, kind in zip(needed, kinds))
+
+
+rescheduled = 0     # backwards a Schedule ran (tests check reuse)
+
+
 def build(attempt, targets: list, order: list, leaves: dict):
     """Run the pending graph of ``targets`` (the leaves' gradients, for the VarDescs ``order``
     of ``leaves``): by a new program kept on ``attempt`` when one can serve it exactly (it
     then sets the gradients itself: None is returned), else by the scheduler, returning the
-    targets' values (and ``attempt.refuse()``)."""
+    targets' values (and ``attempt.refuse()``, with a Schedule where the ops batch: the
+    attempt's schedule, when it fits, then runs those kernel calls again)."""
     needed = prune(ref[0] for ref in targets)
+    schedule = attempt.schedule
+    if schedule is not None and schedule.fits(needed):
+        global rescheduled
+        rescheduled += 1
+        batching.run_turns(needed, schedule.turns)
+        return [read(ref) for ref in targets]
     steps = _in_order(needed)
     refused = steps is None or _could_batch(steps)
-    steps = None    # (fusion reads the ops' reference counts: nothing else may hold them)
     if refused:
         # refused before fusing: small arrays join no loop (compiling one takes seconds), and
-        # the scheduler runs the graph as the per-op path does
-        attempt.refuse()
-        batching.run_ops(needed)
+        # the scheduler runs the graph as the per-op path does; where its ops batch, what it
+        # runs is kept, to be run again without deciding it again
+        turns = [] if steps is not None else None
+        kinds = None if turns is None else \
+            [op.plan if op.plan is not None else op.kind for op in needed]
+        steps = None    # (fusion reads the ops' reference counts: nothing else may hold them)
+        batching.run_ops(needed, turns)
+        attempt.refuse(Schedule(turns, kinds) if turns else None)
         return [read(ref) for ref in targets]
+    steps = None
     nodes = fuse_chains(needed, small=True) if len(needed) > 1 else needed
     needed = None
     steps = _in_order(nodes)

@@ -33,6 +33,12 @@ groups and runs it; later ones only run it. Arrays too small for fusion to pay w
 found per call (``fusion_steps.MIN_ELEMENTS``) join groups in a program, where the groups are
 found once (``exp``, ``log``, ``tanh`` and ``sigmoid`` stay out there, as they do by default,
 so results stay bit for bit those of the per-op path).
+
+A graph whose ops could batch gets no program (a batch of matrix products rounds as one BLAS
+call, so the per-op path's batches must be its batches), but its second backward keeps the
+scheduler's kernel calls as a ``lazy_program.Schedule``: from the third on, the grad ops are
+deferred as before and the same batches run in the same order, without the agenda's decisions
+or the search for fused groups (the same state fixes them: the walker's checks above).
 """
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ import sys
 import numpy as np
 
 from . import flags as _flags
+from .batched_grads import entry_position
+from .lazy_program import Schedule
 from .pending import LazyOp
 from .variable import Variable
 
@@ -74,9 +82,10 @@ class Attempt:
     """A backward that no program serves yet; ``lazy_backward`` runs the per-op path and asks
     it, once the grad ops are deferred, to build a program (``build``)."""
 
-    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants")
+    __slots__ = ("signature", "entry", "state", "arrays", "entries", "positions", "constants",
+                 "schedule")
 
-    def __init__(self, signature, entry, state, arrays, entries):
+    def __init__(self, signature, entry, state, arrays, entries, schedule=None):
         self.signature = signature
         self.entry = entry
         self.state = state
@@ -84,12 +93,14 @@ class Attempt:
         self.entries = entries
         self.positions = {}
         self.constants = {}     # id(array) -> (array, "ones" or "zeros", shape, dtype)
+        self.schedule = schedule    # the per-op path's kernel calls (lazy_program.Schedule)
 
-    def refuse(self) -> None:
-        """No program for this state: the per-op path runs for it from now on."""
+    def refuse(self, schedule=None) -> None:
+        """No program for this state: the per-op path runs for it from now on (the kernel
+        calls ``schedule`` lists, where given: ``lazy_program.Schedule``)."""
         programs = self.entry.programs
         if len(programs) < _MAX_PROGRAMS:
-            programs[self.state] = None
+            programs[self.state] = schedule
 
     def refuse_graph(self) -> None:
         """No program for this graph in any state (its backward goes by the forward batches,
@@ -139,11 +150,12 @@ def attempt(handles: list, loss, records):
     found = None
     state = (counts, _pattern(arrays, entries))
     program = entry.programs.get(state, _MISSING)
-    if program is _MISSING:
-        if len(entry.programs) >= _MAX_PROGRAMS:
+    if program is _MISSING or type(program) is Schedule:
+        if program is _MISSING and len(entry.programs) >= _MAX_PROGRAMS:
             return None
         ops = None      # (nothing may hold the ops while the per-op path groups them)
-        return Attempt(signature, entry, state, arrays, entries)
+        return Attempt(signature, entry, state, arrays, entries,
+                       None if program is _MISSING else program)
     if program is None:
         return None
     global replays
@@ -233,7 +245,9 @@ def _new_walker(entry, loss_op, records) -> bool:
         lines += ["        if " + " or ".join(f"type(l{k}) is not ndarray"
                                           for k in range(len(leaves))) + ":",
                   "            return None"]
-    lines += [f"        e{k} = hs[{p}].inputs[{slot!r}][{i}]"
+    # (each read where the handle's EagerHandle keeps it: its inputs view costs a dict and a
+    # list per slot)
+    lines += [f"        e{k} = hs[{p}].entries[{entry_position(ops_at[p].plan, 0, slot, i)}]"
               for k, (_, p, slot, i) in enumerate(leaves)]
     lines += ["    except (TypeError, KeyError, IndexError, AttributeError):   # (an op ran, "
               "its args gone; or another graph)",

@@ -251,7 +251,13 @@ def arrays_of(op) -> dict:
                       else r for r in a]
             arrays[slot] = [v for v in values if v is not None]
         elif t is tuple:
-            arrays[slot] = read(a)
+            # (``read`` written out: a frame per input of every op run alone costs)
+            d, n, j = a
+            result = d.results[n]
+            if d.batch is None:
+                arrays[slot] = result if j < 0 else result[j]
+            else:
+                arrays[slot] = part_of(d, result, n, j)
         elif t is ShapeOnly:
             arrays[slot] = a.array()
         else:

@@ -198,3 +198,30 @@ def test_random_chains_with_kept_values_equal_eager_bit_for_bit(kernel_calls, se
     for e, z in zip(eager, lazy):
         np.testing.assert_array_equal(z, e)
 
+
+
+def test_the_group_search_runs_only_where_two_fusable_ops_of_a_kind_meet(monkeypatch):
+    """Fusable ops that read no fusable op of their kind (here each reads a matmul) can form
+    no group: the search over every op (``fusion._groups``) is skipped, the results are the
+    same; a fusable op reading another (``relu`` of a scale) is searched for and fused."""
+    from tape import fusion
+
+    searches = []
+    real = fusion._groups
+
+    def counted(needed, nodes):
+        searches.append(len(needed))
+        return real(needed, nodes)
+
+    monkeypatch.setattr(fusion, "_groups", counted)
+    x, w = data((4, 6)), data((6, 6), seed=1)
+
+    def apart(x, w):
+        return ops.matmul_v2(ops.relu(ops.matmul_v2(x, w)), ops.exp(w))
+
+    got = lazy_value(apart, x, w)
+    assert searches == []
+    np.testing.assert_array_equal(got, apart(x, w).value())
+    got = lazy_value(lambda x, w: ops.relu(apart(x, w) * 2.0), x, w)
+    assert searches and searches[-1] > 2
+    np.testing.assert_array_equal(got, ops.relu(apart(x, w) * 2.0).value())
