@@ -59,3 +59,25 @@ def test_too_few_samples_for_units_batch_concat_and_split_bit_for_bit(samples, k
     assert _calls(kernel_calls, "split") == [(samples, 6, 5)]
     assert [(samples, 1, 5), (samples, 3, 5), (samples, 2, 5)] in _calls(kernel_calls, "concat")
     assert_unbatched_equal_bit_for_bit(build, xs, batched)
+
+
+def test_values_every_sample_joins_or_cuts_get_every_samples_gradient(kernel_calls):
+    """A leaf and a computed value that every sample's concat joins, and a leaf that every
+    sample splits: stacked as any other input, their gradients every sample's rows."""
+    xs = _sequences(4)
+    rng = np.random.default_rng(7)
+    start, table = (Variable(floats(rng, shape), stop_gradient=False)
+                    for shape in ((2, 5), (4, 5)))
+
+    def build():
+        bias = ops.tanh(start)
+        terms = []
+        for x in xs:
+            top, bottom = ops.split(table, num=2, axis=0)
+            joined = ops.concat([start, x, bias, top * bottom], axis=0)
+            terms.append(ops.reshape2(ops.sigmoid(joined), shape=[-1]))
+        return ops.reduce_sum(ops.concat(terms, axis=0))
+    batched = run_lazily(build, [start, table, *xs])
+    assert _calls(kernel_calls, "split") == [(4, 4, 5)]
+    assert [(4, 2, 5), (4, 6, 5), (4, 2, 5), (4, 2, 5)] in _calls(kernel_calls, "concat")
+    assert_unbatched_equal_bit_for_bit(build, [start, table, *xs], batched)
