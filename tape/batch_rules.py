@@ -125,9 +125,9 @@ def stacked_plan(plan, n: int, x_rank: int):
     same axes shifted by one, never axis 0; concat and split along ``axis`` shifted by one.
     Each output is ``(n,) +`` each op's output shape."""
     key = (plan, n)
-    stacked = _stacked_plans.get(key)
-    if stacked is not None:
-        return stacked
+    made = _stacked_plans.get(key)
+    if made is not None:
+        return made
     info, attrs = plan.info, dict(plan.attrs)
     if info.type in ("concat", "split"):
         attrs["axis"] = attrs["axis"] % x_rank + 1
@@ -143,11 +143,11 @@ def stacked_plan(plan, n: int, x_rank: int):
     attrs, attrs_key = info.checked_attrs(attrs)
     specs = {slot: [((n,) + tuple(shape), dtype) for shape, dtype in ss]
              for slot, _, ss, _ in plan.outputs if ss}
-    stacked = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype, specs, plan.wants_grad)
+    made = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype, specs, plan.wants_grad)
     if len(_stacked_plans) >= 4096:
         _stacked_plans.clear()
-    _stacked_plans[key] = stacked
-    return stacked
+    _stacked_plans[key] = made
+    return made
 
 
 def _lookup(plan, shapes):
