@@ -14,10 +14,10 @@ from .registry import op_info
 
 # How a batch passes an input: concatenated on axis 0, once (every op reads the same one), or
 # stacked on a new axis 0 (STACK: a reduction over axis 0 or over everything runs as the same
-# reduction past that axis, ``stacked_plan``); and an output: cut back along axis 0 (or the
-# new axis), or (SUM, a shared input's gradient) the whole, which is the sum of every op's
-# part, given to the first op (the others' parts read as None; they all go to the same
-# variable, where gradient parts are summed anyway).
+# reduction past that axis, concat and split along axis 0 along axis 1, ``stacked_plan``); and
+# an output: cut back along axis 0 (or the new axis), or (SUM, a shared input's gradient) the
+# whole, which is the sum of every op's part, given to the first op (the others' parts read as
+# None; they all go to the same variable, where gradient parts are summed anyway).
 CAT, SHARED, STACK, SUM = "cat", "shared", "stack", "sum"
 
 
@@ -96,35 +96,58 @@ def _mean(plan, shapes):
     return {"X": STACK} if x else None
 
 
+def _concat_split(plan, shapes):
+    """concat and split: off axis 0 as ``_along_axis``. Along axis 0 (a sequence's steps cut
+    from one array, or its outputs joined into one) X is stacked on a new axis 0 and the op
+    runs along axis 1 (``stacked``): each op's output is its block of the stacked result."""
+    if set(shapes) == {"X"} and all(len(s) >= 1 for s in shapes["X"]) and \
+            plan.attrs["axis"] % len(shapes["X"][0]) == 0:
+        return {"X": STACK}
+    return _along_axis(plan, shapes)
+
+
+def stacked(x, plan, n: int) -> tuple:
+    """``(X, plan)`` for ``n`` ops of ``plan`` whose X (an array, or a list of them: concat's)
+    is stacked along a new axis 0: ``x``, the ops' X concatenated along axis 0, as ``n``
+    blocks, and ``stacked_plan``."""
+    if type(x) is list:
+        blocks = [a.reshape((n, a.shape[0] // n) + a.shape[1:]) for a in x]
+        return blocks, stacked_plan(plan, n, x[0].ndim)
+    return x.reshape((n, x.shape[0] // n) + x.shape[1:]), stacked_plan(plan, n, x.ndim)
+
+
 _stacked_plans: dict = {}
 
 
 def stacked_plan(plan, n: int, x_rank: int):
-    """The CallPlan that runs ``n`` reductions of ``plan`` (of X of rank ``x_rank``) on their
-    inputs stacked along a new axis 0: the same reduction (``mean`` as ``reduce_mean``) over
-    the same axes shifted by one, never axis 0; output ``(n,) +`` each op's output shape."""
+    """The CallPlan that runs ``n`` ops of ``plan`` (of X of rank ``x_rank``) on their inputs
+    stacked along a new axis 0: a reduction the same (``mean`` as ``reduce_mean``) over the
+    same axes shifted by one, never axis 0; concat and split along ``axis`` shifted by one.
+    Each output is ``(n,) +`` each op's output shape."""
     key = (plan, n)
-    stacked = _stacked_plans.get(key)
-    if stacked is not None:
-        return stacked
-    (shape, dtype), = plan.outputs[0][2]
-    if plan.info.type == "mean":
-        info, attrs = op_info("reduce_mean"), {"keep_dim": False}
-        axes = range(x_rank)
+    made = _stacked_plans.get(key)
+    if made is not None:
+        return made
+    info, attrs = plan.info, dict(plan.attrs)
+    if info.type in ("concat", "split"):
+        attrs["axis"] = attrs["axis"] % x_rank + 1
     else:
-        info, attrs = plan.info, dict(plan.attrs)
-        dims = attrs["dim"]
-        axes = range(x_rank) if attrs["reduce_all"] or not dims else \
-            sorted(d % x_rank for d in dims)
-    attrs.update(dim=[a + 1 for a in axes], reduce_all=False)
+        if info.type == "mean":
+            info, attrs = op_info("reduce_mean"), {"keep_dim": False}
+            axes = range(x_rank)
+        else:
+            dims = attrs["dim"]
+            axes = range(x_rank) if attrs["reduce_all"] or not dims else \
+                sorted(d % x_rank for d in dims)
+        attrs.update(dim=[a + 1 for a in axes], reduce_all=False)
     attrs, attrs_key = info.checked_attrs(attrs)
-    stacked = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype,
-                       {"Out": [((n,) + tuple(shape), dtype)]}, plan.wants_grad)
+    specs = {slot: [((n,) + tuple(shape), dtype) for shape, dtype in ss]
+             for slot, _, ss, _ in plan.outputs if ss}
+    made = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype, specs, plan.wants_grad)
     if len(_stacked_plans) >= 4096:
         _stacked_plans.clear()
-    _stacked_plans[key] = stacked
-    return stacked
-
+    _stacked_plans[key] = made
+    return made
 
 
 def _lookup(plan, shapes):
@@ -142,8 +165,8 @@ _RULES = {
     **{t: _elementwise_binary for t in _BINARY},
     "mul": _mul,
     "matmul_v2": _matmul,
-    **{t: _along_axis for t in ("concat", "split", "softmax", "log_softmax",
-                                "softmax_with_cross_entropy")},
+    **{t: _concat_split for t in ("concat", "split")},
+    **{t: _along_axis for t in ("softmax", "log_softmax", "softmax_with_cross_entropy")},
     "slice": _slice,
     "reduce_sum": _reduce,
     "reduce_mean": _reduce,

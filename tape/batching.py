@@ -24,7 +24,7 @@ from . import flags as _flags
 from . import fusion_steps
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
-from .batch_rules import SHARED, STACK, rule_of, stacked_plan
+from .batch_rules import SHARED, STACK, rule_of, stacked
 from .batch_signatures import (
     accumulation_may_fuse,
     plan_entries,
@@ -307,10 +307,8 @@ def run_batch(ops: list, rule) -> None:
             arrays[slot] = _column(ops, slot, concatenate, -1,
                                    _wanted(sources, wants_grad, slot, 0))
     plan = first.plan
-    if STACK in ins.values():   # (reductions over axis 0: one more axis in front)
-        column = arrays["X"]
-        arrays["X"] = column.reshape((n, column.shape[0] // n) + column.shape[1:])
-        plan = stacked_plan(plan, n, column.ndim)
+    if STACK in ins.values():   # (one more axis in front: reductions over axis 0, concat/split)
+        arrays["X"], plan = stacked(arrays["X"], plan, n)
         result = invoke(plan, arrays, None, None)
         if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
                          sources):
