@@ -6,7 +6,8 @@ signature is the op's CallPlan apart from the batch axis (op type, attributes, i
 axis 0, dtypes, place, which inputs want gradients: ops on 1 and 3 rows batch, each keeping its
 row offsets) plus the identity of its *shared* inputs: a weight every op of the batch reads is
 passed once, never copied. Which inputs an op type concatenates, shares or stacks (a reduction
-over axis 0 or everything runs past a new axis 0) is its *batch rule* (``tape.batch_rules``).
+over axis 0 or everything runs past a new axis 0, a concat or split along axis 0 along axis 1)
+is its *batch rule* (``tape.batch_rules``).
 An op without a rule (random ops, optimizer updates) runs on its own. Each call is noted as a
 unit for batched backward (``tape.units``).
 
