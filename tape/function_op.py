@@ -97,36 +97,44 @@ def _batch_rule(graph: Graph, names: list, shapes: dict):
 
 class ForwardValues:
     """The values forward calls computed, per the arrays they were given, until a grad call
-    on the same arrays takes them or the first of those arrays is freed (one watch per input
-    array, however often it is given). At most ``LIMIT`` are kept, then they are dropped (a
-    value may be a view that keeps its input alive, and a call whose gradient nobody asks for
-    is never taken): a grad call that finds none runs the forward again."""
+    on the same arrays takes them or the first of those arrays is freed (its ``_Watch``
+    forgets them). At most ``LIMIT`` are kept, then they are dropped (a value may be a view
+    that keeps its input alive, and a call whose gradient nobody asks for is never taken): a
+    grad call that finds none runs the forward again."""
 
     LIMIT = 1024
 
     def __init__(self):
-        self.kept = {}       # id(first input) -> (weak refs to the inputs, the values past them)
-        self.watched = {}    # id(first input) -> the finalizer that forgets it
+        # id(first input) -> (weak refs to the inputs, the first a _Watch; the values past them)
+        self.kept = {}
 
     def keep(self, inputs: list, env: list) -> None:
         try:
-            refs = [weakref.ref(a) for a in inputs]
+            refs = [_Watch(inputs[0], self._forget), *map(weakref.ref, inputs[1:])]
         except TypeError:   # (a numpy scalar: its grad call computes again)
             return
-        key = id(inputs[0])
         if len(self.kept) >= self.LIMIT:
             self.kept.clear()
-        if key not in self.watched:
-            self.watched[key] = weakref.finalize(inputs[0], self._forget, key)
+        key = refs[0].key = id(inputs[0])
         self.kept[key] = (refs, env[len(inputs):])
 
     def take(self, inputs: list) -> list | None:
         """Every value of the forward call on ``inputs`` (the same arrays), or None."""
         entry = self.kept.pop(id(inputs[0]), None)
-        if entry is None or any(r() is not a for r, a in zip(entry[0], inputs)):
+        if entry is None:
             return None
+        for ref, a in zip(entry[0], inputs):
+            if ref() is not a:
+                return None
         return inputs + entry[1]
 
-    def _forget(self, key: int) -> None:
-        self.watched.pop(key, None)
-        self.kept.pop(key, None)
+    def _forget(self, watch: _Watch) -> None:
+        self.kept.pop(watch.key, None)
+
+
+class _Watch(weakref.ref):
+    """A weak reference to a kept call's first input array, with the call's key: its callback
+    (``ForwardValues._forget``) runs as the array is freed, while no other array can have
+    its id. A call kept again replaces the entry, and the old watch goes with it, uncalled."""
+
+    __slots__ = ("key",)
