@@ -49,14 +49,18 @@ def register_function_op(graph: Graph, name: str):
     computed = ForwardValues()
 
     def run_function(inputs):
-        env = graph.program_of(inputs).forward(inputs)
-        computed.keep(inputs, env)
+        program = graph.program_of(inputs)
+        env = program.forward(inputs)
+        computed.keep(inputs, program, env)
         return env[graph.outputs[0]] if len(results) == 1 else \
             tuple(env[i] for i in graph.outputs)
 
     def run_function_grad(inputs, out_grads):
-        program = graph.program_of(inputs)
-        grads = program.backward(computed.take(inputs) or program.forward(inputs), out_grads)
+        kept = computed.take(inputs)
+        if kept is None:
+            program = graph.program_of(inputs)
+            kept = program, program.forward(inputs)
+        grads = kept[0].backward(kept[1], out_grads)
         return grads[0] if len(grads) == 1 else tuple(grads)
 
     # the kernels' parameters name the slots they read (``tape.kernel_binding``)
@@ -96,19 +100,21 @@ def _batch_rule(graph: Graph, names: list, shapes: dict):
 
 
 class ForwardValues:
-    """The values forward calls computed, per the arrays they were given, until a grad call
-    on the same arrays takes them or the first of those arrays is freed (its ``_Watch``
-    forgets them). At most ``LIMIT`` are kept, then they are dropped (a value may be a view
-    that keeps its input alive, and a call whose gradient nobody asks for is never taken): a
-    grad call that finds none runs the forward again."""
+    """The Program a forward call ran and the values it computed, per the arrays it was given
+    (its grad call asks for neither again), until a grad call on the same arrays takes them
+    or the first of those arrays is freed (its ``_Watch`` forgets them). At most ``LIMIT``
+    are kept, then they are dropped (a value may be a view that keeps its input alive, and a
+    call whose gradient nobody asks for is never taken): a grad call that finds none runs the
+    forward again."""
 
     LIMIT = 1024
 
     def __init__(self):
-        # id(first input) -> (weak refs to the inputs, the first a _Watch; the values past them)
+        # id(first input) -> (weak refs to the inputs, the first a _Watch; the Program; the
+        # values past the inputs)
         self.kept = {}
 
-    def keep(self, inputs: list, env: list) -> None:
+    def keep(self, inputs: list, program, env: list) -> None:
         try:
             refs = [_Watch(inputs[0], self._forget), *map(weakref.ref, inputs[1:])]
         except TypeError:   # (a numpy scalar: its grad call computes again)
@@ -116,17 +122,18 @@ class ForwardValues:
         if len(self.kept) >= self.LIMIT:
             self.kept.clear()
         key = refs[0].key = id(inputs[0])
-        self.kept[key] = (refs, env[len(inputs):])
+        self.kept[key] = (refs, program, env[len(inputs):])
 
-    def take(self, inputs: list) -> list | None:
-        """Every value of the forward call on ``inputs`` (the same arrays), or None."""
+    def take(self, inputs: list) -> tuple | None:
+        """``(Program, every value)`` of the forward call on ``inputs`` (the same arrays), or
+        None."""
         entry = self.kept.pop(id(inputs[0]), None)
         if entry is None:
             return None
         for ref, a in zip(entry[0], inputs):
             if ref() is not a:
                 return None
-        return inputs + entry[1]
+        return entry[1], inputs + entry[2]
 
     def _forget(self, watch: _Watch) -> None:
         self.kept.pop(watch.key, None)

@@ -354,9 +354,9 @@ def test_forward_values_are_kept_for_the_grad_call_and_bounded(monkeypatch):
         taken.append(take(self, inputs))
         return taken[-1]
 
-    def keeping(self, inputs, env):
+    def keeping(self, *kept):
         stores.add(self)
-        keep(self, inputs, env)
+        keep(self, *kept)
     monkeypatch.setattr(ForwardValues, "take", taking)
     monkeypatch.setattr(ForwardValues, "keep", keeping)
     traced = tape.function(lambda x: ops.split(x, num=2, axis=1)[0] * 2.0)
@@ -383,9 +383,9 @@ def test_forward_values_go_with_their_first_input_array(monkeypatch):
     from tape.function_op import ForwardValues
     stores, keep = set(), ForwardValues.keep
 
-    def keeping(self, inputs, env):
+    def keeping(self, *kept):
         stores.add(self)
-        keep(self, inputs, env)
+        keep(self, *kept)
     monkeypatch.setattr(ForwardValues, "keep", keeping)
     traced = tape.function(lambda x: ops.tanh(x) * 2.0)
     x = tape.Variable(floats(0, 2, 3), stop_gradient=False)
