@@ -70,10 +70,11 @@ class Function:
         return (_calls.get(len(args)) or _written_call(self, len(args)))(self, *args)
 
     def call_traced(self, t, args: tuple, key: tuple | None):
-        """A call its written-out call (``_written_call``) hands over, on tape ``t``, with
-        the arguments' signature ``key`` when they are Variables: inline on a tracing tape,
-        else with ``fn`` traced again where the trace of ``key`` is missing or no longer holds,
-        and through ``t.run`` on a tape with no positional runner."""
+        """The call on ``args`` that a written call (``_written_call``) hands over, on tape
+        ``t``: ``fn`` inline on a tracing tape; an argument that is not a Variable refused;
+        else recorded, with ``fn`` traced again under ``key`` (the arguments' signature) where
+        its trace is missing or no longer holds, through ``t.run`` on a tape with no
+        positional runner."""
         if t.tracing:
             return self.fn(*args)
         for a in args:
