@@ -63,25 +63,25 @@ class Function:
     def __init__(self, fn: Callable):
         self.fn = fn
         self.name = getattr(fn, "__name__", "function")
-        self.traces: dict = {}      # the arguments' signature -> _Trace
+        self.traces: dict = {}      # the arguments' signature (_written_call) -> _Trace
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Variable):
-        t = get_global_tape()
+        return (_calls.get(len(args)) or _written_call(self, len(args)))(self, *args)
+
+    def call_traced(self, t, args: tuple, key: tuple | None):
+        """The call on ``args`` that a written call (``_written_call``) hands over, on tape
+        ``t``: ``fn`` inline on a tracing tape; an argument that is not a Variable refused;
+        else recorded, with ``fn`` traced again under ``key`` (the arguments' signature) where
+        its trace is missing or no longer holds, through ``t.run`` on a tape with no
+        positional runner."""
         if t.tracing:
             return self.fn(*args)
-        if not args:
-            raise InvalidArgumentError(f"tape.function {self.name}: a traced function takes "
-                                       f"at least one Variable argument")
-        key = []
         for a in args:
             if not isinstance(a, Variable):
                 raise InvalidArgumentError(
                     f"tape.function {self.name}: arguments must be Variables; received "
                     f"{type(a).__name__} (pass a constant by closure)")
-            d = a.desc      # (a Place hashes in Python: the one CPUPlace is keyed as None)
-            key.append((d.shape, d.dtype, d.stop_gradient, None if a.place is CPU else a.place))
-        key = tuple(key)
         trace = self.traces.get(key)
         captured = None if trace is None else trace.captured_now(t.serial)
         if captured is None:
@@ -89,11 +89,55 @@ class Function:
             captured = trace.captured_now(t.serial)
         run = trace.runners.get(type(t))
         if run is not None:
-            return run(t, {}, None, *args, *captured)
+            return run(t, {}, (), *args, *captured)
         made = t.run(trace.info, dict(zip(trace.slots, ([v] for v in (*args, *captured)))),
                      None)
         outs = tuple(made[s.name][0] for s in trace.info.outputs)
         return outs[0] if len(outs) == 1 else outs
+
+
+# number of arguments -> the call of a Function on that many, written out (_written_call)
+_calls: dict = {}
+
+
+def _written_call(function: Function, n: int):
+    """``call(function, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments, written
+    out as the positional runners are (``tape.positional``), shared by every Function. The
+    plain call (Variables, a trace that holds, a tape with a positional runner) is keyed and
+    recorded here; any other is handed to ``Function.call_traced``. The key of the
+    arguments' signature is their shapes, dtypes and stop_gradient, with their places past
+    those when one is not the CPU (a Place hashes in Python)."""
+    if not n:
+        raise InvalidArgumentError(f"tape.function {function.name}: a traced function takes "
+                                   f"at least one Variable argument")
+    names = [f"a{i}" for i in range(n)]
+    given = ", ".join(names)
+    # (``type`` first: an isinstance call costs more, and only a subclass needs one)
+    not_variables = " or ".join(f"type({a}) is not Variable and not isinstance({a}, Variable)"
+                                for a in names)
+    lines = [f"def call(function, {given}):",
+             "    t = get_global_tape()",
+             f"    if t.tracing or {not_variables}:",
+             f"        return function.call_traced(t, ({given},), None)",
+             *(f"    d{i} = {a}.desc" for i, a in enumerate(names)),
+             "    key = (" + ", ".join(f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient"
+                                       for i in range(n)) + ")",
+             f"    if {' or '.join(f'{a}.place is not CPU' for a in names)}:",
+             f"        key = (*key, {', '.join(f'{a}.place' for a in names)})",
+             "    trace = function.traces.get(key)",
+             "    if trace is not None:",
+             "        checked = trace.checked",
+             "        captured = checked[1] if checked[0] == t.serial else \\",
+             "            trace.captured_now(t.serial)",
+             "        run = trace.runners.get(type(t))",
+             "        if captured is not None and run is not None:",
+             f"            return run(t, {{}}, (), {given}, *captured)",
+             f"    return function.call_traced(t, ({given},), key)"]
+    namespace = {"get_global_tape": get_global_tape, "Variable": Variable, "CPU": CPU}
+    exec(compile("\n".join(lines), f"<call of a tape.function on {n} arguments>", "exec"),
+         namespace)
+    call = _calls[n] = namespace["call"]
+    return call
 
 
 class _Trace:
@@ -119,10 +163,9 @@ class _Trace:
 
     def captured_now(self, serial: int) -> list | None:
         """The captured Variables, or None where the trace no longer holds for tape
-        ``serial``: one is gone, was computed on another tape, or changed stop_gradient (a
-        trace capturing only leaves checks that once per tape)."""
-        if self.checked[0] == serial:
-            return self.checked[1]
+        ``serial``: one is gone, was computed on another tape, or changed stop_gradient. A
+        trace capturing only leaves notes them in ``checked`` for that tape, where a written
+        call (``_written_call``) reads them without asking again."""
         found = []
         for ref, wants in zip(self.captured, self.captured_wants):
             v = ref()

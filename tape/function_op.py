@@ -50,14 +50,18 @@ def register_function_op(graph: Graph, name: str):
     computed = ForwardValues()
 
     def run_function(inputs):
-        env = graph.program_of(inputs).forward(inputs)
-        computed.keep(inputs, env)
+        program = graph.program_of(inputs)
+        env = program.forward(inputs)
+        computed.keep(inputs, program, env)
         return env[graph.outputs[0]] if len(results) == 1 else \
             tuple(env[i] for i in graph.outputs)
 
     def run_function_grad(inputs, out_grads):
-        program = graph.program_of(inputs)
-        grads = program.backward(computed.take(inputs) or program.forward(inputs), out_grads)
+        kept = computed.take(inputs)
+        if kept is None:
+            program = graph.program_of(inputs)
+            kept = program, program.forward(inputs)
+        grads = kept[0].backward(kept[1], out_grads)
         return grads[0] if len(grads) == 1 else tuple(grads)
 
     # the kernels' parameters name the slots they read (``tape.kernel_binding``); one for
@@ -100,49 +104,48 @@ def _batch_rule(graph: Graph, names: list, shapes: dict):
 
 
 class ForwardValues:
-    """The values forward calls computed, per the arrays they were given, until a grad call
-    on the same arrays takes them or the first of those arrays is freed (one watch per input
-    array, however often it is given). At most ``LIMIT`` are kept, then they are dropped (a
-    value may be a view that keeps its input alive, and a call whose gradient nobody asks for
-    is never taken): a grad call that finds none runs the forward again."""
+    """The Program a forward call ran and the values it computed, per the arrays it was given
+    (its grad call asks for neither again), until a grad call on the same arrays takes them
+    or the first of those arrays is freed (its ``_Watch`` forgets them). At most ``LIMIT``
+    are kept, then they are dropped (a value may be a view that keeps its input alive, and a
+    call whose gradient nobody asks for is never taken): a grad call that finds none runs the
+    forward again."""
 
     LIMIT = 1024
 
     def __init__(self):
-        self.kept = {}       # id(first input) -> (weak refs to the inputs, the values past them)
-        self.watched = {}    # id(first input) -> the finalizer that forgets it
-        # (the finalizers hold this weakly, and go with it: an input array that outlives the
-        # op, a constant given to every call, must not keep the op's values)
-        weakref.finalize(self, _unwatch, self.watched)
+        # id(first input) -> (weak refs to the inputs, the first a _Watch; the Program; the
+        # values past the inputs)
+        self.kept = {}
 
-    def keep(self, inputs: list, env: list) -> None:
+    def keep(self, inputs: list, program, env: list) -> None:
         try:
-            refs = [weakref.ref(a) for a in inputs]
+            refs = [_Watch(inputs[0], self._forget), *map(weakref.ref, inputs[1:])]
         except TypeError:   # (a numpy scalar: its grad call computes again)
             return
-        key = id(inputs[0])
         if len(self.kept) >= self.LIMIT:
             self.kept.clear()
-        if key not in self.watched:
-            self.watched[key] = weakref.finalize(inputs[0], _forget, weakref.ref(self), key)
-        self.kept[key] = (refs, env[len(inputs):])
+        key = refs[0].key = id(inputs[0])
+        self.kept[key] = (refs, program, env[len(inputs):])
 
-    def take(self, inputs: list) -> list | None:
-        """Every value of the forward call on ``inputs`` (the same arrays), or None."""
+    def take(self, inputs: list) -> tuple | None:
+        """``(Program, every value)`` of the forward call on ``inputs`` (the same arrays), or
+        None."""
         entry = self.kept.pop(id(inputs[0]), None)
-        if entry is None or any(r() is not a for r, a in zip(entry[0], inputs)):
+        if entry is None:
             return None
-        return inputs + entry[1]
+        for ref, a in zip(entry[0], inputs):
+            if ref() is not a:
+                return None
+        return entry[1], inputs + entry[2]
+
+    def _forget(self, watch: _Watch) -> None:
+        self.kept.pop(watch.key, None)
 
 
-def _forget(values_ref, key: int) -> None:
-    """An input array of ``values_ref()``'s calls is gone: forget them."""
-    values = values_ref()
-    if values is not None:
-        values.watched.pop(key, None)
-        values.kept.pop(key, None)
+class _Watch(weakref.ref):
+    """A weak reference to a kept call's first input array, with the call's key: its callback
+    (``ForwardValues._forget``) runs as the array is freed, while no other array can have
+    its id. A call kept again replaces the entry, and the old watch goes with it, uncalled."""
 
-
-def _unwatch(watched: dict) -> None:
-    for watch in watched.values():
-        watch.detach()
+    __slots__ = ("key",)

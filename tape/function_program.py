@@ -75,7 +75,7 @@ class Graph:
 
     def program_of(self, arrays: list) -> Program:
         """The Program for input ``arrays`` (a kernel's view: shapes and dtypes of values)."""
-        key = tuple((a.shape, a.dtype) for a in arrays)
+        key = tuple([(a.shape, a.dtype) for a in arrays])
         program = self.by_arrays.get(key)
         if program is None:
             specs = tuple((shape, dtypes.from_numpy(dtype)) for shape, dtype in key)

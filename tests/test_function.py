@@ -100,7 +100,7 @@ def test_gradients_match_central_differences(checks):
     check_function_grad(traced, x, h)
     # the op itself, captured parameters included, float64 and float32
     (op_type,) = [t.info.type for key, t in traced.traces.items()
-                  if not any(stop_gradient for _, _, stop_gradient, _ in key)]
+                  if not any(key[2::3])]      # (the key: shape, dtype, stop_gradient per argument)
     w, b = (p.numpy() for p in linear.params())
     check_grad(op_type, {"Args": [x, h], "Captured": [w, b]})
 
@@ -130,6 +130,33 @@ def test_a_new_shape_traces_again_and_an_old_one_reuses_its_trace():
     for rows in (2, 3, 2):
         x = floats(rows, rows, 4)
         np.testing.assert_array_equal(traced(tape.Variable(x)).numpy(), np.maximum(x, 0) * 2)
+    assert len(traced.traces) == 2
+
+
+def test_a_trace_per_signature_and_a_written_call_per_number_of_arguments(mode):
+    """A call is keyed by each argument's shape, dtype and stop_gradient (a change in any one
+    traces again, a signature seen before reuses its trace), and the written call of one
+    number of arguments, shared by every Function, serves each from its own traces."""
+    double, halve = tape.function(lambda x: x * 2.0), tape.function(lambda x: x * 0.5)
+    x = floats(0, 2, 3)
+    for value, stop_gradient in [(x, True), (x.astype(np.float64), True), (x, False),
+                                 (x[:1], True), (x, True), (x, False)]:
+        for traced, scale in ((double, 2.0), (halve, 0.5)):
+            got = traced(tape.Variable(value, stop_gradient=stop_gradient))
+            assert got.stop_gradient == stop_gradient
+            np.testing.assert_array_equal(got.numpy(), value * scale, strict=True)
+    assert len(double.traces) == len(halve.traces) == 4
+    added = tape.function(lambda x, y: x + y)(tape.Variable(x), tape.Variable(x))
+    np.testing.assert_array_equal(added.numpy(), x + x)
+
+
+def test_a_variable_subclass_argument_is_keyed_as_a_variable():
+    class Named(tape.Variable):
+        __slots__ = ()
+    traced = tape.function(lambda x: x * float(x.shape[0]))     # a trace fixes the rows
+    for rows in (2, 3, 2):
+        x = floats(rows, rows, 4)
+        np.testing.assert_array_equal(traced(Named(x)).numpy(), x * rows)
     assert len(traced.traces) == 2
 
 
@@ -327,9 +354,9 @@ def test_forward_values_are_kept_for_the_grad_call_and_bounded(monkeypatch):
         taken.append(take(self, inputs))
         return taken[-1]
 
-    def keeping(self, inputs, env):
+    def keeping(self, *kept):
         stores.add(self)
-        keep(self, inputs, env)
+        keep(self, *kept)
     monkeypatch.setattr(ForwardValues, "take", taking)
     monkeypatch.setattr(ForwardValues, "keep", keeping)
     traced = tape.function(lambda x: ops.split(x, num=2, axis=1)[0] * 2.0)
@@ -348,3 +375,25 @@ def test_forward_values_are_kept_for_the_grad_call_and_bounded(monkeypatch):
         (store,) = stores
         assert len(store.kept) <= ForwardValues.LIMIT
     assert taken[0] is not None and taken[1] is None
+
+
+def test_forward_values_go_with_their_first_input_array(monkeypatch):
+    """Values kept for a grad call nobody makes are dropped as the call's first input array
+    is freed (its watch), not only past ForwardValues.LIMIT."""
+    from tape.function_op import ForwardValues
+    stores, keep = set(), ForwardValues.keep
+
+    def keeping(self, *kept):
+        stores.add(self)
+        keep(self, *kept)
+    monkeypatch.setattr(ForwardValues, "keep", keeping)
+    traced = tape.function(lambda x: ops.tanh(x) * 2.0)
+    x = tape.Variable(floats(0, 2, 3), stop_gradient=False)
+    kept = [traced(x), traced(tape.Variable(floats(1, 2, 3), stop_gradient=False))]
+    (store,) = stores
+    assert len(store.kept) == 2
+    del kept
+    tape.reset_global_tape()
+    assert len(store.kept) == 1      # x's array lives on
+    del x
+    assert not store.kept
