@@ -80,9 +80,10 @@ def _split(x: Variable, num: int) -> list[Variable]:
 
 
 class _TracedStep:
-    """A cell's equations as a ``tape.function`` (named as the cell's parameters are), and the
-    parameters it was made for. Not a list or tuple: ``Layer.params()`` does not look into
-    it, so a replaced parameter held here is not the cell's."""
+    """A cell's equations as a ``tape.function`` (its ops named after the cell's kind:
+    ``function_lstm_cell_<n>``), and the parameters it was made for. Not a list or tuple:
+    ``Layer.params()`` does not look into it, so a replaced parameter held here is not the
+    cell's."""
 
     __slots__ = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "function")
 
