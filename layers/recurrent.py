@@ -81,7 +81,8 @@ def _split(x: Variable, num: int) -> list[Variable]:
 
 class _TracedStep:
     """A cell's equations as a ``tape.function`` (its ops named after the cell's kind:
-    ``function_lstm_cell_<n>``), and the parameters it was made for. Not a list or tuple:
+    ``function_lstm_cell_<n>``) that checks its arguments as the cell does (``_check``, once
+    per signature), and the parameters it was made for. Not a list or tuple:
     ``Layer.params()`` does not look into it, so a replaced parameter held here is not the
     cell's."""
 
@@ -90,7 +91,7 @@ class _TracedStep:
     def __init__(self, cell):
         self.weight_ih, self.weight_hh = cell.weight_ih, cell.weight_hh
         self.bias_ih, self.bias_hh = cell.bias_ih, cell.bias_hh
-        self.function = tape.function(cell._equations)
+        self.function = tape.function(cell._equations, check=cell._check)
         self.function.name = cell._prefix
 
     def serves(self, cell) -> bool:
@@ -103,6 +104,7 @@ class _Cell(Layer):
     """What LSTMCell and GRUCell share: gate parameters, input checks, the zero state."""
 
     gates = 0
+    _traced = None      # the _TracedStep a lazy tape records a call with
 
     def __init__(self, input_size: int, hidden_size: int, dtype="float32"):
         code = float_dtype(type(self).__name__, dtype)
@@ -121,13 +123,15 @@ class _Cell(Layer):
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
     def _recorded(self, x: Variable, *state: Variable):
-        """The cell's equations (``_equations``) on ``x`` and ``state``: on a lazy tape as ONE
-        op (a ``tape.function`` of them), so that the calls of one time step of many sequences
-        run as one batched call, forward and backward; elsewhere op by op. The trace captures
-        the parameters it finds, so it is made again when one of them is replaced."""
+        """The cell's equations (``_equations``) on ``x`` and ``state``, checked (``_check``):
+        on a lazy tape as ONE op (a ``tape.function`` of them, which checks a signature once),
+        so that the calls of one time step of many sequences run as one batched call, forward
+        and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
+        made again when one of them is replaced."""
         if type(tape.get_global_tape()) is not tape.LazyTape:
+            self._check(x, *state)
             return self._equations(x, *state)
-        traced = vars(self).get("_traced")
+        traced = self._traced
         if traced is None or not traced.serves(self):
             traced = self._traced = _TracedStep(self)
         return traced.function(x, *state)
@@ -173,15 +177,18 @@ class LSTMCell(_Cell):
     _prefix = "lstm_cell"
 
     def __call__(self, x: Variable, state: tuple[Variable, Variable] | None = None):
-        _check_input("LSTMCell", x, self.input_size)
         if state is None:
+            _check_input("LSTMCell", x, self.input_size)
             h = c = self.zeros_like_batch(x)
         else:
             h, c = state
-            batch = x.desc.shape[0]
-            _check_state("LSTMCell", "h", h, batch, self.hidden_size)
-            _check_state("LSTMCell", "c", c, batch, self.hidden_size)
         return self._recorded(x, h, c)
+
+    def _check(self, x: Variable, h: Variable, c: Variable) -> None:
+        _check_input("LSTMCell", x, self.input_size)
+        batch = x.desc.shape[0]
+        _check_state("LSTMCell", "h", h, batch, self.hidden_size)
+        _check_state("LSTMCell", "c", c, batch, self.hidden_size)
 
     def _equations(self, x: Variable, h: Variable, c: Variable):
         ops = tape.ops
@@ -225,12 +232,14 @@ class GRUCell(_Cell):
     _prefix = "gru_cell"
 
     def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
-        _check_input("GRUCell", x, self.input_size)
         if h is None:
+            _check_input("GRUCell", x, self.input_size)
             h = self.zeros_like_batch(x)
-        else:
-            _check_state("GRUCell", "h", h, x.desc.shape[0], self.hidden_size)
         return self._recorded(x, h)
+
+    def _check(self, x: Variable, h: Variable) -> None:
+        _check_input("GRUCell", x, self.input_size)
+        _check_state("GRUCell", "h", h, x.desc.shape[0], self.hidden_size)
 
     def _equations(self, x: Variable, h: Variable) -> Variable:
         ops = tape.ops
@@ -261,12 +270,14 @@ class SimpleRNNCell(_Cell):
     _prefix = "simple_rnn_cell"
 
     def __call__(self, x: Variable, h: Variable | None = None) -> Variable:
-        _check_input("SimpleRNNCell", x, self.input_size)
         if h is None:
+            _check_input("SimpleRNNCell", x, self.input_size)
             h = self.zeros_like_batch(x)
-        else:
-            _check_state("SimpleRNNCell", "h", h, x.desc.shape[0], self.hidden_size)
         return self._recorded(x, h)
+
+    def _check(self, x: Variable, h: Variable) -> None:
+        _check_input("SimpleRNNCell", x, self.input_size)
+        _check_state("SimpleRNNCell", "h", h, x.desc.shape[0], self.hidden_size)
 
     def _equations(self, x: Variable, h: Variable) -> Variable:
         return tape.ops.tanh(tape.ops.elementwise_add(_affine(x, self.weight_ih, self.bias_ih),

@@ -16,7 +16,9 @@ from .function_op import input_slots, register_function_op
 from .function_program import Graph, Step
 from .grad_replay import shape_only
 from .place import CPU
+from .positional import make_bound
 from .tape import (
+    _RUNNER_ENV,
     LazyTape,
     Tape,
     get_global_tape,
@@ -28,7 +30,7 @@ from .var_desc import VarDesc
 from .variable import Variable, forbid_value_reads, new_variable
 
 
-def function(fn: Callable) -> Function:
+def function(fn: Callable, check: Callable | None = None) -> Function:
     """Trace ``fn``, a function of Variables returning a Variable or a tuple/list of them, once
     per signature, and record each call as ONE op.
 
@@ -54,14 +56,15 @@ def function(fn: Callable) -> Function:
     ...     return ops.tanh(linear(ops.concat([x, h], axis=1)))   # linear's weights captured
     >>> h = cell(x, h)                                                 # one recorded op
     """
-    return Function(fn)
+    return Function(fn, check)
 
 
 class Function:
     """What ``tape.function`` returns: calling it records ``fn`` as one op (see ``function``)."""
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, check: Callable | None = None):
         self.fn = fn
+        self.check = check
         self.name = getattr(fn, "__name__", "function")
         self.traces: dict = {}      # the arguments' signature (_written_call) -> _Trace
         functools.update_wrapper(self, fn)
@@ -71,10 +74,12 @@ class Function:
 
     def call_traced(self, t, args: tuple, key: tuple | None):
         """The call on ``args`` that a written call (``_written_call``) hands over, on tape
-        ``t``: ``fn`` inline on a tracing tape; an argument that is not a Variable refused;
-        else recorded, with ``fn`` traced again under ``key`` (the arguments' signature) where
-        its trace is missing or no longer holds, through ``t.run`` on a tape with no
-        positional runner."""
+        ``t``: ``check`` first, if any; ``fn`` inline on a tracing tape; an argument that is
+        not a Variable refused; else recorded, with ``fn`` traced again under ``key`` (the
+        arguments' signature) where its trace is missing or no longer holds, through
+        ``t.run`` on a tape with no positional runner."""
+        if self.check is not None:
+            self.check(*args)
         if t.tracing:
             return self.fn(*args)
         for a in args:
@@ -104,7 +109,8 @@ def _written_call(function: Function, n: int):
     """``call(function, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments, written
     out as the positional runners are (``tape.positional``), shared by every Function. The
     plain call (Variables, a trace that holds, a tape with a positional runner) is keyed and
-    recorded here; any other is handed to ``Function.call_traced``. The key of the
+    recorded here, on a lazy tape by the trace's recorder where it has one and it serves;
+    any other is handed to ``Function.call_traced``. The key of the
     arguments' signature is their shapes, dtypes and stop_gradient, with their places past
     those when one is not the CPU (a Place hashes in Python)."""
     if not n:
@@ -126,6 +132,11 @@ def _written_call(function: Function, n: int):
              f"        key = (*key, {', '.join(f'{a}.place' for a in names)})",
              "    trace = function.traces.get(key)",
              "    if trace is not None:",
+             "        record = trace.record",
+             "        if record is not None and type(t) is LazyTape:",
+             f"            made = record(t, {given})",
+             "            if made is not None:",
+             "                return made",
              "        checked = trace.checked",
              "        captured = checked[1] if checked[0] == t.serial else \\",
              "            trace.captured_now(t.serial)",
@@ -133,7 +144,8 @@ def _written_call(function: Function, n: int):
              "        if captured is not None and run is not None:",
              f"            return run(t, {{}}, (), {given}, *captured)",
              f"    return function.call_traced(t, ({given},), key)"]
-    namespace = {"get_global_tape": get_global_tape, "Variable": Variable, "CPU": CPU}
+    namespace = {"get_global_tape": get_global_tape, "Variable": Variable, "CPU": CPU,
+                 "LazyTape": LazyTape}
     exec(compile("\n".join(lines), f"<call of a tape.function on {n} arguments>", "exec"),
          namespace)
     call = _calls[n] = namespace["call"]
@@ -147,15 +159,20 @@ class _Trace:
 
     A captured leaf (a parameter, or a constant the function made) is held; a captured op
     output only weakly (a trace must not keep an activation alive): once it is gone, the
-    function is traced again."""
+    function is traced again. A trace that holds every captured Variable has a ``record``
+    taking only the arguments (``positional.make_bound``), which records a call on a lazy
+    tape without checking and keying its captured Variables each time; else None."""
 
-    __slots__ = ("info", "slots", "runners", "captured", "captured_wants", "checked")
+    __slots__ = ("info", "slots", "runners", "record", "captured", "captured_wants",
+                 "checked")
 
-    def __init__(self, info, slots: list, captured: list):
+    def __init__(self, info, slots: list, arguments: int, captured: list):
         self.info = info
         self.slots = slots
         self.runners = {Tape: positional_runner(info), LazyTape: lazy_positional_runner(info)}
         self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
+        self.record = None if any(v._tape for v in captured) else \
+            make_bound(info, _RUNNER_ENV, arguments, captured)
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
         # (tape serial, captured Variables) as last checked, where every one is a leaf (held
         # anyway, and a leaf stays one): checked once per tape
@@ -207,7 +224,7 @@ def _trace(fn, name: str, args: tuple, outer) -> _Trace:
         raise InvalidArgumentError(f"tape.function {name}: the function must return a Variable "
                                    f"or a tuple/list of Variables; it returned {result!r}")
     graph, captured = _graph(recorder, placeholders, outputs, name)
-    return _Trace(register_function_op(graph, name), input_slots(graph), captured)
+    return _Trace(register_function_op(graph, name), input_slots(graph), len(args), captured)
 
 
 def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:

@@ -46,29 +46,25 @@ def make_positional(info, env: dict, lazy: bool = False):
     required = positional_slots(info)
     n = len(required)
     args = "".join(f", v{i}" for i in range(n))
+    general = f"return general(tape, attrs, sig{args})"
     lines = [f"def run(tape, attrs, sig{args}):"]
     # the plain case, checked before any work: else the general runner does everything
     plain = ["tape._spent"]
     for i in range(n):
         plain.append(f"type(v{i}) is not Variable")
     lines += [f"    if {' or '.join(plain)}:",
-              f"        return general(tape, attrs, sig{args})"]
+              f"        {general}"]
     for i in range(n):
         lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
     lines += ["    place = v0.place" if n else "    place = default_place[0]",
-              "    serial = tape.serial"]
-    key = [f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None"
-           for i in range(len(info.inputs))]
-    lines += [
-        "    if sig is None:",
-        "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
-        f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
-        "    if place is not CPU:",
-        "        key = (*key, place)",
-        "    try:",
-        "        plan = info.plans.get(key)",
-        "    except TypeError:",
-        "        plan = None"]
+              "    serial = tape.serial",
+              "    if sig is None:",
+              "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+              *_key_lines(info, n, "    "),
+              "    try:",
+              "        plan = info.plans.get(key)",
+              "    except TypeError:",
+              "        plan = None"]
     # (each condition binds t{i}, the input's tape, when none before it held)
     served = ["flags.checking"]
     for i in range(n):
@@ -76,19 +72,11 @@ def make_positional(info, env: dict, lazy: bool = False):
             served.append(f"a{i} is None")
         if i:
             served.append(f"v{i}.place is not place")
-        served.append(f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient")
+        served.append(_stale(i))
     lines += [f"    if {' or '.join(served)}:",
-              f"        return general(tape, attrs, sig{args})"]
+              f"        {general}"]
     for i in range(n if lazy else 0):
-        # lazy: an input without a value reads the ref of the op it is pending on, unless
-        # that op ran (the general runner reads its value) or there is none (its error)
-        lines += [f"    if a{i} is None:",
-                  "        try:",
-                  f"            a{i} = v{i}._lazy",
-                  "        except AttributeError:     # (a slot eager Variables never set)",
-                  f"            a{i} = None",
-                  f"        if a{i} is None or a{i}[0].results is not None:",
-                  f"            return general(tape, attrs, sig{args})"]
+        lines += _pending_lines(i, general)
     lines += [
               "    if plan is None:",
               "        plan = infer_new(info, {"
@@ -97,13 +85,112 @@ def make_positional(info, env: dict, lazy: bool = False):
               # (a plan that cannot describe its outputs: the general runner makes them)
               "    made = plan.made_whole",
               "    if made is None:",
-              f"        return general(tape, attrs, sig{args})"]
+              f"        {general}"]
+    entries = [_entry(info, i, name) for i, name in enumerate(required)]
+    lines += _recording_lines(info, required, entries, lazy, env)
+    return _compiled(info, lines, env, lazy)
+
+
+def make_bound(info, env: dict, arguments: int, held: list):
+    """A lazy recorder of ``info`` whose last inputs are always the Variables ``held``:
+    ``record(tape, v0, ..., v<arguments-1>)`` records the op on lazy tape ``tape`` as the lazy
+    positional runner does (``make_positional``), or returns None where it does not serve. A
+    traced function's op (``tape.function``) records a call on its arguments with it, its
+    captured leaves held: what its positional runner would check and key of them once per
+    call, the recorder decides once per tape, and again only when one of them changes.
+
+    The caller vouches for the arguments' shapes, dtypes, stop_gradient and places: they must
+    be those of the call the recorder last bound (a trace's key, in ``tape.function``). The
+    recorder binds the plan (found as the positional runner finds it; a plan not yet made is
+    left to it) and the held Variables' arrays for the tape; a held Variable whose array or
+    stop_gradient changes, that holds no value (pending), is on another place or of another
+    tape, a tape spent, a check on, or an argument stale, not a Variable or pending on an op
+    that ran: None, for the general path to handle with its errors."""
+    required = positional_slots(info)
+    n = len(required)
+    given = "".join(f", v{i}" for i in range(arguments))
+    kept = range(arguments, n)
+    arrays = "".join(f", b{i}" for i in kept)
+    changed = [f"a{i} is not b{i} or v{i}.desc.stop_gradient is not {v.desc.stop_gradient}"
+               for i, v in zip(kept, held)]
+    refused = [f"a{i} is None or v{i}.place is not place or v{i}._tape not in (0, serial)"
+                for i in kept]
+    lines = [f"def run(tape{given}):",
+             "    if tape._spent or flags.checking or " +
+             " or ".join(f"type(v{i}) is not Variable" for i in range(arguments)) + ":",
+             "        return None",
+             "    serial = tape.serial",
+             f"    bound_serial, plan{arrays} = bound",
+             *(f"    a{i} = v{i}._value" for i in kept),
+             f"    if {' or '.join(['serial != bound_serial', *changed])}:",
+             *(f"        d{i} = v{i}.desc" for i in range(n)),
+             "        place = v0.place",
+             "        sig = ()",
+             *_key_lines(info, n, "        "),
+             "        plan = info.plans.get(key)",
+             f"        if {' or '.join(['plan is None or plan.made_whole is None', *refused])}:",
+             "            return None",
+             f"        bound[:] = (serial, plan{''.join(f', a{i}' for i in kept)})",
+             *(f"    d{i} = v{i}.desc" for i in range(arguments)),
+             *(f"    a{i} = v{i}._value" for i in range(arguments)),
+             f"    if {' or '.join(_stale(i) for i in range(arguments))}:",
+             "        return None"]
+    for i in range(arguments):
+        lines += _pending_lines(i, "return None")
+    entries = [_entry(info, i, name) for i, name in enumerate(required)]
+    # (a held input's entry: its VarDesc or tape only where the op does not keep it)
+    lines += [line for i in kept if entries[i] != f"v{i}"
+              for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
+    lines += ["    place = v0.place", "    made = plan.made_whole",
+              *_recording_lines(info, required, entries, True, env)]
+    namespace = {f"v{i}": v for i, v in zip(kept, held)}
+    namespace["bound"] = [None] * (2 + len(kept))
+    return _compiled(info, lines, env, True, namespace, "lazy recorder")
+
+
+def _key_lines(info, n: int, indent: str) -> list:
+    """Lines that bind ``key``, the signature a runner keys ``info``'s plans by, of ``sig``
+    (the attributes' signature), the ``n`` required inputs' VarDescs ``d<i>`` and ``place``."""
+    key = [f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient" if i < n else "None"
+           for i in range(len(info.inputs))]
+    return [indent + line for line in (
+        f"key = (sig, {', '.join(key)})" if key else "key = (sig,)",
+        "if place is not CPU:",
+        "    key = (*key, place)")]
+
+
+def _stale(i: int) -> str:
+    """Whether input ``v<i>`` is stale (an op output of another tape that wants a gradient);
+    binds ``t<i>``, its tape."""
+    return f"(t{i} := v{i}._tape) and t{i} != serial and not d{i}.stop_gradient"
+
+
+def _pending_lines(i: int, refused: str) -> list:
+    """Lazy: an input without a value reads the ref of the op it is pending on, unless that op
+    ran (the general runner reads its value) or there is none (its error): ``refused``."""
+    return [f"    if a{i} is None:",
+            "        try:",
+            f"            a{i} = v{i}._lazy",
+            "        except AttributeError:     # (a slot eager Variables never set)",
+            f"            a{i} = None",
+            f"        if a{i} is None or a{i}[0].results is not None:",
+            f"            {refused}"]
+
+
+def _entry(info, i: int, name: str) -> str:
+    """The handle entry of input ``v<i>`` of slot ``name``: the Variable where the op keeps
+    it (or the tape is tracing, or it is a leaf that wants a gradient), else its VarDesc."""
+    return f"v{i}" if name in info.keeps else \
+        f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}"
+
+
+def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict) -> list:
+    """Lines from the kernel call (a ``lazy`` op: its LazyOp) to the return, once ``plan``,
+    ``made``, ``place``, ``serial`` and each input's ``v<i>``, ``a<i>`` (and, for an entry
+    that reads them, ``d<i>`` and ``t<i>``) are bound."""
+    n = len(required)
     arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
-    entries = []
-    for i, name in enumerate(required):
-        entries.append(f"v{i}" if name in info.keeps else
-                       f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}")
     outputs = "".join(f"o{j}, " if not (s.duplicable or s.dispensable) else f"*o{j}, "
                       for j, s in enumerate(info.outputs))
     if lazy:
@@ -111,7 +198,7 @@ def make_positional(info, env: dict, lazy: bool = False):
     else:
         head = [f"    result = plan.direct(plan.attrs, None{''.join(', ' + a for a in arrays)})"]
         tail = []
-    lines += [
+    return [
         *head,
         GRAD_FLOWS,
         "    tracing = tape.tracing",
@@ -125,7 +212,6 @@ def make_positional(info, env: dict, lazy: bool = False):
         "    tape._ops.append(h)",
         *tail,
         *(line[4:] for line in _returned(info))]
-    return _compiled(info, lines, env, lazy)
 
 
 def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
@@ -199,7 +285,10 @@ def _returned(info) -> list:
     return [f"        return ({''.join(r + ', ' for r in visible)})"]
 
 
-def _compiled(info, lines: list, env: dict, lazy: bool):
+def _compiled(info, lines: list, env: dict, lazy: bool, bound: dict | None = None,
+              kind: str | None = None):
+    """The function ``run`` that ``lines`` define, with the names runners use and ``bound``'s,
+    named ``<kind of type>`` (default: a positional runner)."""
     from . import flags as _flags
     from . import place as _places
     from .desc import VarDesc
@@ -223,7 +312,8 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
                      general=general, infer_new=infer_new)
     if lazy:
         namespace.update(env["lazy_namespace"])
-    name = f"<{'lazy ' if lazy else ''}positional runner of {info.type}>"
+    namespace.update(bound or {})
+    name = f"<{kind or ('lazy ' if lazy else '') + 'positional runner'} of {info.type}>"
     exec(compile("\n".join(lines), name, "exec"), namespace)
     return namespace["run"]
 
