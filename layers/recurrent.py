@@ -82,22 +82,20 @@ def _split(x: Variable, num: int) -> list[Variable]:
 class _TracedStep:
     """A cell's equations as a ``tape.function`` (its ops named after the cell's kind:
     ``function_lstm_cell_<n>``) that checks its arguments as the cell does (``_check``, once
-    per signature), and the parameters it was made for. Not a list or tuple:
-    ``Layer.params()`` does not look into it, so a replaced parameter held here is not the
-    cell's."""
+    per signature), and the call it runs on the cell's number of arguments
+    (``Function.written_call``). Not a list or tuple: ``Layer.params()`` does not look into
+    it, so a replaced parameter its traces captured is not the cell's."""
 
-    __slots__ = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "function")
+    __slots__ = ("function", "call")
 
-    def __init__(self, cell):
-        self.weight_ih, self.weight_hh = cell.weight_ih, cell.weight_hh
-        self.bias_ih, self.bias_hh = cell.bias_ih, cell.bias_hh
+    def __init__(self, cell, arguments: int):
         self.function = tape.function(cell._equations, check=cell._check)
         self.function.name = cell._prefix
+        self.call = self.function.written_call(arguments)
 
-    def serves(self, cell) -> bool:
-        """Whether ``cell`` still holds the parameters this was made for."""
-        return (self.weight_ih is cell.weight_ih and self.weight_hh is cell.weight_hh
-                and self.bias_ih is cell.bias_ih and self.bias_hh is cell.bias_hh)
+
+# the parameters a cell's traced step captures: assigning one drops the step
+_GATE_PARAMETERS = frozenset(("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
 
 
 class _Cell(Layer):
@@ -122,19 +120,24 @@ class _Cell(Layer):
         """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
+    def __setattr__(self, name: str, value) -> None:
+        if name in _GATE_PARAMETERS:    # (the traced step captured the one replaced)
+            vars(self).pop("_traced", None)
+        super().__setattr__(name, value)
+
     def _recorded(self, x: Variable, *state: Variable):
         """The cell's equations (``_equations``) on ``x`` and ``state``, checked (``_check``):
         on a lazy tape as ONE op (a ``tape.function`` of them, which checks a signature once),
         so that the calls of one time step of many sequences run as one batched call, forward
         and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
-        made again when one of them is replaced."""
+        made again when one of them is replaced (assigned: ``__setattr__``)."""
         if type(tape.get_global_tape()) is not tape.LazyTape:
             self._check(x, *state)
             return self._equations(x, *state)
         traced = self._traced
-        if traced is None or not traced.serves(self):
-            traced = self._traced = _TracedStep(self)
-        return traced.function(x, *state)
+        if traced is None:
+            traced = self._traced = _TracedStep(self, 1 + len(state))
+        return traced.call(traced.function, x, *state)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "

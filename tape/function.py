@@ -67,10 +67,19 @@ class Function:
         self.check = check
         self.name = getattr(fn, "__name__", "function")
         self.traces: dict = {}      # the arguments' signature (_written_call) -> _Trace
+        # number of arguments -> the lazy recorder (_Trace.record) that served such a call last
+        self.recorders: dict = {}
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Variable):
         return (_calls.get(len(args)) or _written_call(self, len(args)))(self, *args)
+
+    def written_call(self, n: int):
+        """``call(function, a0, ..., a<n-1>)``: what calling a Function on ``n`` arguments runs
+        (``_written_call``, shared by every Function). A caller that calls one on ``n``
+        arguments again and again (a recurrent cell) may call it directly, with the Function
+        first: a frame and a tuple less per call."""
+        return _calls.get(n) or _written_call(self, n)
 
     def call_traced(self, t, args: tuple, key: tuple | None):
         """The call on ``args`` that a written call (``_written_call``) hands over, on tape
@@ -92,6 +101,7 @@ class Function:
         if captured is None:
             trace = self.traces[key] = _trace(self.fn, self.name, args, t)
             captured = trace.captured_now(t.serial)
+            self.recorders.clear()      # (one may be the replaced trace's)
         run = trace.runners.get(type(t))
         if run is not None:
             return run(t, {}, (), *args, *captured)
@@ -107,12 +117,15 @@ _calls: dict = {}
 
 def _written_call(function: Function, n: int):
     """``call(function, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments, written
-    out as the positional runners are (``tape.positional``), shared by every Function. The
-    plain call (Variables, a trace that holds, a tape with a positional runner) is keyed and
-    recorded here, on a lazy tape by the trace's recorder where it has one and it serves;
-    any other is handed to ``Function.call_traced``. The key of the
-    arguments' signature is their shapes, dtypes and stop_gradient, with their places past
-    those when one is not the CPU (a Place hashes in Python)."""
+    out as the positional runners are (``tape.positional``), shared by every Function. On a
+    lazy tape, the recorder that served the Function's last call on ``n`` arguments is asked
+    first: it checks the arguments' signature itself, without a key (a recurrent step calls
+    one trace again and again). Else the plain call (Variables, a trace that holds, a tape
+    with a positional runner) is keyed and recorded here, on a lazy tape by the trace's
+    recorder where it has one and it serves; any other is handed to
+    ``Function.call_traced``. The key of the arguments' signature is their shapes, dtypes and
+    stop_gradient, with their places past those when one is not the CPU (a Place hashes in
+    Python)."""
     if not n:
         raise InvalidArgumentError(f"tape.function {function.name}: a traced function takes "
                                    f"at least one Variable argument")
@@ -123,6 +136,12 @@ def _written_call(function: Function, n: int):
                                 for a in names)
     lines = [f"def call(function, {given}):",
              "    t = get_global_tape()",
+             "    if type(t) is LazyTape:",
+             f"        record = function.recorders.get({n})",
+             "        if record is not None:",
+             f"            made = record(t, {given})",
+             "            if made is not None:",
+             "                return made",
              f"    if t.tracing or {not_variables}:",
              f"        return function.call_traced(t, ({given},), None)",
              *(f"    d{i} = {a}.desc" for i, a in enumerate(names)),
@@ -136,6 +155,7 @@ def _written_call(function: Function, n: int):
              "        if record is not None and type(t) is LazyTape:",
              f"            made = record(t, {given})",
              "            if made is not None:",
+             f"                function.recorders[{n}] = record",
              "                return made",
              "        checked = trace.checked",
              "        captured = checked[1] if checked[0] == t.serial else \\",
@@ -160,19 +180,20 @@ class _Trace:
     A captured leaf (a parameter, or a constant the function made) is held; a captured op
     output only weakly (a trace must not keep an activation alive): once it is gone, the
     function is traced again. A trace that holds every captured Variable has a ``record``
-    taking only the arguments (``positional.make_bound``), which records a call on a lazy
-    tape without checking and keying its captured Variables each time; else None."""
+    taking only the arguments (``positional.make_bound``: written for the signature of those
+    it was traced on), which records a call on a lazy tape without keying it, or checking its
+    captured Variables each time; else None."""
 
     __slots__ = ("info", "slots", "runners", "record", "captured", "captured_wants",
                  "checked")
 
-    def __init__(self, info, slots: list, arguments: int, captured: list):
+    def __init__(self, info, slots: list, args: tuple, captured: list):
         self.info = info
         self.slots = slots
         self.runners = {Tape: positional_runner(info), LazyTape: lazy_positional_runner(info)}
         self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
         self.record = None if any(v._tape for v in captured) else \
-            make_bound(info, _RUNNER_ENV, arguments, captured)
+            make_bound(info, _RUNNER_ENV, args, captured)
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
         # (tape serial, captured Variables) as last checked, where every one is a leaf (held
         # anyway, and a leaf stays one): checked once per tape
@@ -224,7 +245,7 @@ def _trace(fn, name: str, args: tuple, outer) -> _Trace:
         raise InvalidArgumentError(f"tape.function {name}: the function must return a Variable "
                                    f"or a tuple/list of Variables; it returned {result!r}")
     graph, captured = _graph(recorder, placeholders, outputs, name)
-    return _Trace(register_function_op(graph, name), input_slots(graph), len(args), captured)
+    return _Trace(register_function_op(graph, name), input_slots(graph), args, captured)
 
 
 def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:

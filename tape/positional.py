@@ -91,47 +91,51 @@ def make_positional(info, env: dict, lazy: bool = False):
     return _compiled(info, lines, env, lazy)
 
 
-def make_bound(info, env: dict, arguments: int, held: list):
-    """A lazy recorder of ``info`` whose last inputs are always the Variables ``held``:
-    ``record(tape, v0, ..., v<arguments-1>)`` records the op on lazy tape ``tape`` as the lazy
-    positional runner does (``make_positional``), or returns None where it does not serve. A
-    traced function's op (``tape.function``) records a call on its arguments with it, its
-    captured leaves held: what its positional runner would check and key of them once per
-    call, the recorder decides once per tape, and again only when one of them changes.
+def make_bound(info, env: dict, given: list, held: list):
+    """A lazy recorder of ``info`` for arguments like the Variables ``given`` (their shapes,
+    dtypes, stop_gradient and place), its last inputs always the Variables ``held``:
+    ``record(tape, v0, ..., v<len(given)-1>)`` records the op on lazy tape ``tape`` as the
+    lazy positional runner does (``make_positional``), or returns None where it does not
+    serve. A traced function's op (``tape.function``) records a call with it, its captured
+    leaves held: what its positional runner checks and keys of every input on every call, the
+    recorder checks of the arguments against the signature written into it, and of the held
+    Variables once per tape (the plan, found as the positional runner finds it, and their
+    arrays are bound for the tape), and again only where one of their arrays or stop_gradient
+    changed.
 
-    The caller vouches for the arguments' shapes, dtypes, stop_gradient and places: they must
-    be those of the call the recorder last bound (a trace's key, in ``tape.function``). The
-    recorder binds the plan (found as the positional runner finds it; a plan not yet made is
-    left to it) and the held Variables' arrays for the tape; a held Variable whose array or
-    stop_gradient changes, that holds no value (pending), is on another place or of another
-    tape, a tape spent, a check on, or an argument stale, not a Variable or pending on an op
-    that ran: None, for the general path to handle with its errors."""
+    None (for the general path to handle, with its errors) for arguments of another
+    signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
+    that holds no value (pending), is on another place or of another tape; a plan not made
+    yet; a tape spent or tracing; a check on."""
     required = positional_slots(info)
-    n = len(required)
-    given = "".join(f", v{i}" for i in range(arguments))
+    n, arguments = len(required), len(given)
+    names = "".join(f", v{i}" for i in range(arguments))
     kept = range(arguments, n)
-    arrays = "".join(f", b{i}" for i in kept)
+    other = [f"type(v{i}) is not Variable" for i in range(arguments)]
+    unlike = [f"d{i}.shape != {v.desc.shape!r} or d{i}.dtype != {v.desc.dtype} or "
+              f"d{i}.stop_gradient is not {v.desc.stop_gradient} or v{i}.place is not place"
+              for i, v in enumerate(given)]
     changed = [f"a{i} is not b{i} or v{i}.desc.stop_gradient is not {v.desc.stop_gradient}"
                for i, v in zip(kept, held)]
     refused = [f"a{i} is None or v{i}.place is not place or v{i}._tape not in (0, serial)"
-                for i in kept]
-    lines = [f"def run(tape{given}):",
-             "    if tape._spent or flags.checking or " +
-             " or ".join(f"type(v{i}) is not Variable" for i in range(arguments)) + ":",
+               for i in kept]
+    lines = [f"def run(tape{names}):",
+             f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}:",
+             "        return None",
+             *(f"    d{i} = v{i}.desc" for i in range(arguments)),
+             f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, plan{arrays} = bound",
+             f"    bound_serial, plan{''.join(f', b{i}' for i in kept)} = bound",
              *(f"    a{i} = v{i}._value" for i in kept),
              f"    if {' or '.join(['serial != bound_serial', *changed])}:",
-             *(f"        d{i} = v{i}.desc" for i in range(n)),
-             "        place = v0.place",
+             *(f"        d{i} = v{i}.desc" for i in kept),
              "        sig = ()",
              *_key_lines(info, n, "        "),
              "        plan = info.plans.get(key)",
              f"        if {' or '.join(['plan is None or plan.made_whole is None', *refused])}:",
              "            return None",
              f"        bound[:] = (serial, plan{''.join(f', a{i}' for i in kept)})",
-             *(f"    d{i} = v{i}.desc" for i in range(arguments)),
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              f"    if {' or '.join(_stale(i) for i in range(arguments))}:",
              "        return None"]
@@ -141,10 +145,9 @@ def make_bound(info, env: dict, arguments: int, held: list):
     # (a held input's entry: its VarDesc or tape only where the op does not keep it)
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
-    lines += ["    place = v0.place", "    made = plan.made_whole",
-              *_recording_lines(info, required, entries, True, env)]
+    lines += ["    made = plan.made_whole", *_recording_lines(info, required, entries, True, env)]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace["bound"] = [None] * (2 + len(kept))
+    namespace.update(bound=[None] * (2 + len(kept)), place=given[0].place)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
 
