@@ -131,13 +131,14 @@ class _Cell(Layer):
         so that the calls of one time step of many sequences run as one batched call, forward
         and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
         made again when one of them is replaced (assigned: ``__setattr__``)."""
-        if type(tape.get_global_tape()) is not tape.LazyTape:
+        t = tape.get_global_tape()
+        if type(t) is not tape.LazyTape:
             self._check(x, *state)
             return self._equations(x, *state)
         traced = self._traced
         if traced is None:
             traced = self._traced = _TracedStep(self, 1 + len(state))
-        return traced.call(traced.function, x, *state)
+        return traced.call(traced.function, t, x, *state)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "

@@ -72,13 +72,15 @@ class Function:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Variable):
-        return (_calls.get(len(args)) or _written_call(self, len(args)))(self, *args)
+        return (_calls.get(len(args)) or _written_call(self, len(args)))(
+            self, get_global_tape(), *args)
 
     def written_call(self, n: int):
-        """``call(function, a0, ..., a<n-1>)``: what calling a Function on ``n`` arguments runs
-        (``_written_call``, shared by every Function). A caller that calls one on ``n``
-        arguments again and again (a recurrent cell) may call it directly, with the Function
-        first: a frame and a tuple less per call."""
+        """``call(function, t, a0, ..., a<n-1>)``: what calling a Function on ``n`` arguments
+        runs, on ``t``, the thread's tape (``_written_call``, shared by every Function). A
+        caller that calls one on ``n`` arguments again and again (a recurrent cell) may call
+        it directly, with the Function and the tape first: a frame and a tuple less per
+        call."""
         return _calls.get(n) or _written_call(self, n)
 
     def call_traced(self, t, args: tuple, key: tuple | None):
@@ -116,16 +118,16 @@ _calls: dict = {}
 
 
 def _written_call(function: Function, n: int):
-    """``call(function, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments, written
-    out as the positional runners are (``tape.positional``), shared by every Function. On a
-    lazy tape, the recorder that served the Function's last call on ``n`` arguments is asked
-    first: it checks the arguments' signature itself, without a key (a recurrent step calls
-    one trace again and again). Else the plain call (Variables, a trace that holds, a tape
-    with a positional runner) is keyed and recorded here, on a lazy tape by the trace's
-    recorder where it has one and it serves; any other is handed to
-    ``Function.call_traced``. The key of the arguments' signature is their shapes, dtypes and
-    stop_gradient, with their places past those when one is not the CPU (a Place hashes in
-    Python)."""
+    """``call(function, t, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments on
+    tape ``t`` (the thread's), written out as the positional runners are
+    (``tape.positional``), shared by every Function. On a lazy tape, the recorder that served
+    the Function's last call on ``n`` arguments is asked first: it checks the arguments'
+    signature itself, without a key (a recurrent step calls one trace again and again). Else
+    the plain call (Variables, a trace that holds, a tape with a positional runner) is keyed
+    and recorded here, on a lazy tape by the trace's recorder where it has one and it serves;
+    any other is handed to ``Function.call_traced``. The key of the arguments' signature is
+    their shapes, dtypes and stop_gradient, with their places past those when one is not the
+    CPU (a Place hashes in Python)."""
     if not n:
         raise InvalidArgumentError(f"tape.function {function.name}: a traced function takes "
                                    f"at least one Variable argument")
@@ -134,8 +136,7 @@ def _written_call(function: Function, n: int):
     # (``type`` first: an isinstance call costs more, and only a subclass needs one)
     not_variables = " or ".join(f"type({a}) is not Variable and not isinstance({a}, Variable)"
                                 for a in names)
-    lines = [f"def call(function, {given}):",
-             "    t = get_global_tape()",
+    lines = [f"def call(function, t, {given}):",
              "    if type(t) is LazyTape:",
              f"        record = function.recorders.get({n})",
              "        if record is not None:",
@@ -164,8 +165,7 @@ def _written_call(function: Function, n: int):
              "        if captured is not None and run is not None:",
              f"            return run(t, {{}}, (), {given}, *captured)",
              f"    return function.call_traced(t, ({given},), key)"]
-    namespace = {"get_global_tape": get_global_tape, "Variable": Variable, "CPU": CPU,
-                 "LazyTape": LazyTape}
+    namespace = {"Variable": Variable, "CPU": CPU, "LazyTape": LazyTape}
     exec(compile("\n".join(lines), f"<call of a tape.function on {n} arguments>", "exec"),
          namespace)
     call = _calls[n] = namespace["call"]
