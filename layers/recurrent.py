@@ -86,16 +86,19 @@ class _TracedStep:
     (``Function.written_call``). Not a list or tuple: ``Layer.params()`` does not look into
     it, so a replaced parameter its traces captured is not the cell's."""
 
-    __slots__ = ("function", "call")
+    __slots__ = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "function", "call")
 
     def __init__(self, cell, arguments: int):
+        self.weight_ih, self.weight_hh = cell.weight_ih, cell.weight_hh
+        self.bias_ih, self.bias_hh = cell.bias_ih, cell.bias_hh
         self.function = tape.function(cell._equations, check=cell._check)
         self.function.name = cell._prefix
         self.call = self.function.written_call(arguments)
 
-
-# the parameters a cell's traced step captures: assigning one drops the step
-_GATE_PARAMETERS = frozenset(("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+    def serves(self, cell) -> bool:
+        """Whether ``cell`` still holds the parameters this was made for."""
+        return (self.weight_ih is cell.weight_ih and self.weight_hh is cell.weight_hh
+                and self.bias_ih is cell.bias_ih and self.bias_hh is cell.bias_hh)
 
 
 class _Cell(Layer):
@@ -120,23 +123,18 @@ class _Cell(Layer):
         """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
-    def __setattr__(self, name: str, value) -> None:
-        if name in _GATE_PARAMETERS:    # (the traced step captured the one replaced)
-            vars(self).pop("_traced", None)
-        super().__setattr__(name, value)
-
     def _recorded(self, x: Variable, *state: Variable):
         """The cell's equations (``_equations``) on ``x`` and ``state``, checked (``_check``):
         on a lazy tape as ONE op (a ``tape.function`` of them, which checks a signature once),
         so that the calls of one time step of many sequences run as one batched call, forward
         and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
-        made again when one of them is replaced (assigned: ``__setattr__``)."""
+        made again when one of them is replaced."""
         t = tape.get_global_tape()
         if type(t) is not tape.LazyTape:
             self._check(x, *state)
             return self._equations(x, *state)
         traced = self._traced
-        if traced is None:
+        if traced is None or not traced.serves(self):
             traced = self._traced = _TracedStep(self, 1 + len(state))
         return traced.call(traced.function, t, x, *state)
 
