@@ -104,7 +104,7 @@ class Function:
             trace = self.traces[key] = _trace(self.fn, self.name, args, t)
             captured = trace.captured_now(t.serial)
             self.recorders.clear()      # (one may be the replaced trace's)
-        run = trace.runners.get(type(t))
+        run = trace.runner(type(t))
         if run is not None:
             return run(t, {}, (), *args, *captured)
         made = t.run(trace.info, dict(zip(trace.slots, ([v] for v in (*args, *captured)))),
@@ -175,7 +175,8 @@ def _written_call(function: Function, n: int):
 class _Trace:
     """One trace of a function: its op (``info``) and input slots (``slots``), its runners
     by tape class (``tape.positional``: inputs as arguments, outputs returned as ``tape.ops``
-    returns them), and its captured Variables and whether they wanted gradients.
+    returns them; made on first use, ``runner``), and its captured Variables and whether they
+    wanted gradients.
 
     A captured leaf (a parameter, or a constant the function made) is held; a captured op
     output only weakly (a trace must not keep an activation alive): once it is gone, the
@@ -190,7 +191,7 @@ class _Trace:
     def __init__(self, info, slots: list, args: tuple, captured: list):
         self.info = info
         self.slots = slots
-        self.runners = {Tape: positional_runner(info), LazyTape: lazy_positional_runner(info)}
+        self.runners = {}
         self.captured = [weakref.ref(v) if v._tape else _Held(v) for v in captured]
         self.record = None if any(v._tape for v in captured) else \
             make_bound(info, _RUNNER_ENV, args, captured)
@@ -198,6 +199,15 @@ class _Trace:
         # (tape serial, captured Variables) as last checked, where every one is a leaf (held
         # anyway, and a leaf stays one): checked once per tape
         self.checked = (None, None)
+
+    def runner(self, tape_class: type):
+        """The positional runner of the trace's op for tapes of ``tape_class`` (made on first
+        use: a lazy cell's trace records with its ``record``, and needs none), or None."""
+        run = self.runners.get(tape_class)
+        if run is None and tape_class in (Tape, LazyTape):
+            run = self.runners[tape_class] = (
+                positional_runner if tape_class is Tape else lazy_positional_runner)(self.info)
+        return run
 
     def captured_now(self, serial: int) -> list | None:
         """The captured Variables, or None where the trace no longer holds for tape

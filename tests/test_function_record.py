@@ -29,22 +29,24 @@ def _xs(steps: int, batch: int = 1, size: int = INPUT) -> list:
             for _ in range(steps)]
 
 
-def _counted_runners(monkeypatch) -> list:
-    """The op types the lazy runners (positional and general) record from now on: what the
-    recorders leave to them."""
+def _counted_runners(monkeypatch, function) -> list:
+    """The op types that ``function``'s traces' positional runners and the general lazy
+    runner record from now on: what the recorders leave to them."""
     calls = []
-    for name in ("lazy_positional_runner", "lazy_runner"):
-        made = getattr(tape.tape, name)
+    function_module = importlib.import_module("tape.function")
+    runner = function_module._Trace.runner
 
-        def counting(info, made=made):
-            run = made(info)
+    def counted_runner(trace, tape_class):
+        run = runner(trace, tape_class)
 
-            def counted(*args, **kwargs):
-                calls.append(info.type)
-                return run(*args, **kwargs)
-            return counted
-        monkeypatch.setattr(tape.tape, name, counting)
-    monkeypatch.setattr(tape.tape.LazyTape, "run", lambda t, info, *args: (
+        def counted(*args):
+            calls.append(trace.info.type)
+            return run(*args)
+        return counted
+    for trace in function.traces.values():
+        trace.runners.clear()
+    monkeypatch.setattr(function_module._Trace, "runner", counted_runner)
+    monkeypatch.setattr(LazyTape, "run", lambda t, info, *args: (
         calls.append(info.type), tape.tape.lazy_runner(info)(t, *args))[1])
     return calls
 
@@ -86,7 +88,7 @@ def test_a_cell_records_its_calls_through_the_recorder_with_eager_results(kind, 
     xs = _xs(12)
     eager = _sequence(cell, xs, lazy=False)
     _sequence(cell, xs, lazy=True)      # (traces, plans)
-    calls = _counted_runners(monkeypatch)
+    calls = _counted_runners(monkeypatch, cell._traced.function)
     lazy = _sequence(cell, xs, lazy=True)
     assert not [c for c in calls if c.startswith("function_")], calls
     _assert_same(lazy, eager)
