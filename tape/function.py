@@ -51,6 +51,11 @@ def function(fn: Callable, check: Callable | None = None) -> Function:
     shapes. Captured Variables are those found when tracing: a Variable that should differ per
     call must be an argument.
 
+    ``check``, if given, is called with the arguments for every call no existing trace
+    records (a new signature, or an inlined call on a tracing tape), before anything else:
+    a check that depends only on the arguments' shapes, dtypes and stop_gradient (the
+    signature) thus runs once per signature and still sees every call that could fail it.
+
     >>> @tape.function
     ... def cell(x, h):
     ...     return ops.tanh(linear(ops.concat([x, h], axis=1)))   # linear's weights captured
