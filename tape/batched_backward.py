@@ -45,14 +45,16 @@ from .pending import collector_paused, prune, read
 from .variable import Variable
 
 
-def run_batched_backward(handles: list, records: list, loss, turns: list | None = None) -> bool:
+def run_batched_backward(handles: list, records: list, loss, turns: list | None = None,
+                         checked: bool = False) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
     did not run or wants no gradient): the loss computed (running the forward ops), then the
     grad steps unit by unit. False, having changed nothing but computing the loss, where it
     does not apply (where the forward does not batch, it also drops ``records``: the per-op
     path makes no units). ``turns``, a list, gets the forward's kernel calls, as
-    ``_forward_batches`` gives them."""
+    ``_forward_batches`` gives them; ``checked``: every unit is known to apply (``_applies``
+    answered so for this graph in this state: ``tape.unit_schedule``)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     if not _forward_batches(loss, batching, turns):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
@@ -84,9 +86,10 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
             return False
         if len(units) * 2 > len(handles):
             return False    # (a loss computed before, by ops that did not batch)
-        for unit in units:
-            if not _applies(unit):
-                return False
+        if not checked:
+            for unit in units:
+                if not _applies(unit):
+                    return False
         records.clear()
         units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed

@@ -24,13 +24,16 @@ class UnitSchedule:
     ``min_elements`` could join fused groups (``fusion_steps.MIN_ELEMENTS``: with another
     threshold the agenda may decide otherwise, so the schedule does not run)."""
 
-    __slots__ = ("turns", "min_elements")
+    __slots__ = ("turns", "recipes", "min_elements")
 
     def __init__(self, turns: list, places: dict):
         """``turns`` as ``batched_backward._forward_batches`` gives them (record positions),
         named by ``places`` (record position -> the walker's place)."""
         self.turns = [places[turn] if type(turn) is int else tuple(places[p] for p in turn)
                       for turn in turns]
+        # per batch, where its inputs' rows come from (``batch_inputs.column``): lists of
+        # places, recorded by the schedule's first run
+        self.recipes = [{} if type(turn) is tuple else None for turn in turns]
         self.min_elements = fusion_steps.MIN_ELEMENTS
 
     def run(self, ops: list, handles: list, records: list, loss) -> bool:
@@ -42,9 +45,11 @@ class UnitSchedule:
         nothing holds the ops' results longer than the uncached path does."""
         if self.min_elements != fusion_steps.MIN_ELEMENTS:
             return False
-        run_turns(ops, self.turns)
+        run_turns(ops, self.turns, self.recipes)
         ops.clear()
         ref = loss._lazy
         loss._value = read(ref)
         loss._lazy = None
-        return run_batched_backward(handles, records, loss)
+        # (whether each unit's backward can run as one follows from the graph and its
+        # state, which the walker checked: ``_applies`` said so when the schedule was made)
+        return run_batched_backward(handles, records, loss, checked=True)

@@ -176,3 +176,56 @@ def test_values_go_as_backward_consumes_them(monkeypatch):
         gc.collect()
         assert made and all(r() is None for r in made)
     assert lazy_replay.unit_replays >= 2 and alive[0] == alive[1] == alive[2] == alive[3]
+
+
+TREES = [((0, 1), 2), (0, (1, (2, 3))), ((0, 1), (2, 3)), (0, 1), (((0, 1), 2), 3),
+         (0, (1, 2))]
+
+
+def forest_step(params, trees, seed=0):
+    """A Tree-LSTM-like step over ``trees`` (nested pairs of leaf indices): leaves
+    ``tanh(x W)``, nodes ``tanh(l U + r V)``, so that a batch of nodes reads its children
+    from leaves and nodes of several depths, interleaved. Returns as ``step`` does."""
+    w, u, v = params
+    rng = np.random.default_rng(seed)
+
+    def node(tree):
+        if isinstance(tree, int):
+            x = Variable(rng.uniform(-1.0, 1.0, (1, WIDTH)).astype(np.float32),
+                         stop_gradient=False)
+            return ops.tanh(ops.matmul_v2(x, w))
+        left, right = node(tree[0]), node(tree[1])
+        return ops.tanh(ops.matmul_v2(left, u) + ops.matmul_v2(right, v))
+
+    with tape.lazy():
+        tape.reset_global_tape()
+        loss = ops.mean(ops.concat([node(tree) for tree in trees], axis=0))
+        loss.backward()
+    grads = [p.grad.value().copy() for p in params]
+    for p in params:
+        p.grad = None
+    return loss.value().copy(), grads, []
+
+
+def test_a_forest_reads_the_rows_of_several_batches_by_its_recipes():
+    params = weights() + weights(seed=5)[:1]
+    before = lazy_replay.unit_replays
+    results = [forest_step(params, TREES, seed) for seed in (0, 0, 0, 1, 2)]
+    assert lazy_replay.unit_replays == before + 3
+    saved = lazy_replay._entries, lazy_replay._seen
+    lazy_replay._entries, lazy_replay._seen = {}, set()
+    try:
+        for seed, got in zip((0, 0, 0, 1, 2), results):
+            assert_same(got, forest_step(params, TREES, seed))
+            lazy_replay._entries.clear()
+            lazy_replay._seen.clear()
+    finally:
+        lazy_replay._entries, lazy_replay._seen = saved
+    schedule, = next(e for e in lazy_replay._entries.values() if e).programs.values()
+    recipes = [r for turn in schedule.recipes if turn for r in turn.values()]
+    assert any(len(groups) > 1 for groups, _ in recipes)       # (children of several batches)
+    assert any(singles for _, singles in recipes)              # (arrays given to each op)
+    before = lazy_replay.unit_replays
+    other = [TREES[1]] + TREES[1:]      # another forest: another graph, uncached
+    forest_step(params, other)
+    assert lazy_replay.unit_replays == before
