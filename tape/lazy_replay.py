@@ -270,10 +270,6 @@ def _new_walker(entry, loss_op, records, handles) -> bool:
         checks += [f"{where} is not r{k}" for where in others]
         lines += [f"        if {' or '.join(checks)}:", "            return None"]
     lines += [f"        l{k} = {where}" for k, (where, *_) in enumerate(leaves)]
-    if leaves:
-        lines += ["        if " + " or ".join(f"type(l{k}) is not ndarray"
-                                          for k in range(len(leaves))) + ":",
-                  "            return None"]
     # (each read where the handle's EagerHandle keeps it: its inputs view costs a dict and a
     # list per slot)
     places = [entry_position(ops_at[p].plan, 0, slot, i) for _, p, slot, i, _ in leaves]
@@ -285,17 +281,23 @@ def _new_walker(entry, loss_op, records, handles) -> bool:
                                     for (_, p, *_), n in zip(leaves, places)]))
              for k, first in _firsts(items) if first != k]
     lines.append(f"        alike = {' and '.join(alike) or 'True'}")
+    if leaves:  # (each still an array: where alike, the firsts of the sets tell)
+        firsts = sorted({first for _, first in _firsts(arrays)})
+        lines += [f"        if {_not_arrays(firsts)} or not alike and "
+                  f"{_not_arrays(range(len(leaves)))}:",
+                  "            return None"]
     lines += ["    except (TypeError, KeyError, IndexError, AttributeError):   # (an op ran, "
               "its args gone; or another graph)",
               "        return None"]
-    lines += [f"    if o{p}.results is not None:\n        return None" for p in positions]
-    counts = [f"getrefcount(r{k})" for k in range(len(refs))] + \
-        [f"getrefcount(o{p})" for p in positions]
-    lines.append(f"    counts = ({''.join(c + ', ' for c in counts)})")
-    lines.append(f"    return ({''.join(f'o{p}, ' for p in positions)}), "
-                 f"({''.join(f'l{k}, ' for k in range(len(leaves)))}), "
+    lines.append(f"    ops = ({''.join(f'o{p}, ' for p in positions)})")
+    lines.append("    if list(map(results_of, ops)).count(None) != len(ops):\n        return None")
+    # (counted in C: a tuple of them holds each once more, in every state alike)
+    lines.append(f"    counts = tuple(map(getrefcount, "
+                 f"({''.join(f'r{k}, ' for k in range(len(refs)))}*ops)))")
+    lines.append(f"    return ops, ({''.join(f'l{k}, ' for k in range(len(leaves)))}), "
                  f"({''.join(f'e{k}, ' for k in range(len(leaves)))}), counts, alike")
-    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray}
+    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray,
+                 "results_of": operator.attrgetter("results")}
     exec(compile("\n".join(lines), "<lazy replay walker>", "exec"), namespace)
     entry.walk = namespace["walk"]
     entry.positions = tuple(positions)
@@ -303,6 +305,11 @@ def _new_walker(entry, loss_op, records, handles) -> bool:
                          for items in (arrays, [handles[p].entries[n] for (_, p, *_), n
                                                 in zip(leaves, places)]))
     return True
+
+
+def _not_arrays(leaves) -> str:
+    """The walker's test that one of gathered arrays ``leaves`` (places) is not an array."""
+    return "(" + " or ".join(f"type(l{k}) is not ndarray" for k in leaves) + ")"
 
 
 def _firsts(items: list) -> list:
