@@ -107,6 +107,7 @@ def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
                 if recipes is not None:
                     _recipes = recipes[t]
                 run_group([needed[i] for i in turn])
+                _recipes = None     # (taken by its run_batch, unless it ran no plan's kernel)
     except BaseException:
         _drop_args_of_ran(needed)
         raise
@@ -278,17 +279,18 @@ class Agenda:
 
 
 _record_order = operator.attrgetter("order")
-# While ``run_turns`` runs a batch of a graph whose recipes it keeps: that batch's, a dict
-# that gets and then gives where each concatenated input's rows come from
-# (``batch_inputs.column``). A module variable, not an argument: ``run_batch(ops, rule)`` is
-# what tests and benchmarks wrap to count batches.
+# Set by ``run_turns`` for the batch it runs next of a graph whose recipes it keeps: that
+# batch's, a dict that gets and then gives where each concatenated input's rows come from
+# (``batch_inputs.column``); taken by that batch's ``run_batch``. A module variable, not an
+# argument: ``run_batch(ops, rule)`` is what tests and benchmarks wrap to count batches.
 _recipes = None
 
 
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
-    recipes = _recipes
+    global _recipes
+    recipes, _recipes = _recipes, None
     ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)
