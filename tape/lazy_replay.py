@@ -177,6 +177,10 @@ def attempt(handles: list, loss, records):
         return True
     if program is _MISSING or type(program) is Schedule:
         if program is _MISSING and len(entry.programs) >= _MAX_PROGRAMS:
+            if UnitSchedule in set(map(type, entry.programs.values())):
+                # (a graph that goes by units in more states than are kept: its walker no
+                # longer pays, as before this graph had schedules)
+                _entries[signature] = None
             return None
         ops = None      # (nothing may hold the ops while the per-op path groups them)
         return Attempt(signature, entry, state, arrays, entries,

@@ -28,15 +28,16 @@ def sequences(length, seed=1):
             for _ in range(SAMPLES)]
 
 
-def step(params, data, held=None):
+def step(params, data, held=None, only=None):
     """One lazy training step over ``SAMPLES`` separate sequences: ``h = tanh(x W + h U)``
     per character, each sequence's loss the mean of its h's; the loss their mean. Returns
-    the loss, the leaves' gradients and the values of ``held`` intermediates, as arrays."""
+    the loss, the leaves' gradients and the values of ``held`` intermediates (one of each
+    sequence, or of sequence ``only``), as arrays."""
     w, u = params
     with tape.lazy():
         tape.reset_global_tape()
         losses = []
-        for sequence in data:
+        for n, sequence in enumerate(data):
             # (a sequence that wants a gradient: its split is recorded, so the walker
             # reaches every op on the tape)
             xs = ops.split(Variable(sequence, stop_gradient=False), num=len(sequence), axis=0)
@@ -44,7 +45,7 @@ def step(params, data, held=None):
             hs = [h]
             for x in xs[1:]:
                 a = ops.matmul_v2(x, w) + ops.matmul_v2(h, u)
-                if held is not None and len(hs) == 2:
+                if held is not None and len(hs) == 2 and only in (None, n):
                     held.append(a)  # (no handle keeps it: held, another state)
                 h = ops.tanh(a)
                 hs.append(h)
@@ -57,12 +58,12 @@ def step(params, data, held=None):
     return loss.value().copy(), grads, [h.value().copy() for h in held or ()]
 
 
-def uncached(params, data, held=None):
+def uncached(params, data, held=None, only=None):
     """``step`` by the uncached unit path: its graph never seen before."""
     saved = lazy_replay._entries, lazy_replay._seen
     lazy_replay._entries, lazy_replay._seen = {}, set()
     try:
-        return step(params, data, held)
+        return step(params, data, held, only)
     finally:
         lazy_replay._entries, lazy_replay._seen = saved
 
@@ -229,3 +230,33 @@ def test_a_forest_reads_the_rows_of_several_batches_by_its_recipes():
     other = [TREES[1]] + TREES[1:]      # another forest: another graph, uncached
     forest_step(params, other)
     assert lazy_replay.unit_replays == before
+
+
+def test_a_graph_in_more_states_than_are_kept_stops_walking(monkeypatch):
+    """Holding another sequence's intermediate is another state; past ``_MAX_PROGRAMS``
+    schedules the graph is refused (no walker from then on, as before graphs that go by units
+    had schedules), and every step's results stay the uncached path's."""
+    monkeypatch.setattr(lazy_replay, "_MAX_PROGRAMS", 2)
+    params, data = weights(), sequences(3)
+    walked = []
+    new_walker = lazy_replay._new_walker
+
+    def noting(entry, *args):
+        made = new_walker(entry, *args)
+        walk = entry.walk
+
+        def walking(*a):
+            walked.append(1)
+            return walk(*a)
+        entry.walk = walking
+        return made
+    monkeypatch.setattr(lazy_replay, "_new_walker", noting)
+    for only in (0, 0, 0, 1, 1, 1):      # two states, each kept and then run
+        step(params, data, [], only)
+    assert lazy_replay.unit_replays >= 2 and len(walked) == 5
+    signature, = lazy_replay._entries
+    got = step(params, data, [], 2)     # a third state: the kept ones are full
+    assert lazy_replay._entries[signature] is None and len(walked) == 6
+    assert_same(got, uncached(params, data, [], 2))
+    step(params, data, [], 0)           # (a kept state: no walker any more)
+    assert len(walked) == 6
