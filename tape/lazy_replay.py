@@ -39,6 +39,13 @@ call, so the per-op path's batches must be its batches), but its second backward
 scheduler's kernel calls as a ``lazy_program.Schedule``: from the third on, the grad ops are
 deferred as before and the same batches run in the same order, without the agenda's decisions
 or the search for fused groups (the same state fixes them: the walker's checks above).
+
+A graph whose backward goes by its forward batches (``tape.batched_backward``) gets a
+``unit_schedule.UnitSchedule``: its second backward keeps the agenda's forward kernel calls,
+and from the third on they run again over the walker's ops (no prune walk or agenda), each
+batch gathering its inputs by the recipe its first run recorded, before the batched backward.
+Where such a graph shows more states than are kept, it is refused as a whole (its walker
+stops running).
 """
 from __future__ import annotations
 
