@@ -20,6 +20,7 @@ concat/split/slice and row reductions compute each element as they would alone.
 from __future__ import annotations
 
 import operator
+import threading
 
 from . import flags as _flags
 from . import fusion_steps
@@ -96,7 +97,6 @@ def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
     made on the same graph before: the same batches in the same order, without deciding them
     again (no signatures, agenda or search for fused chains). ``recipes``, per turn, where
     its batch's inputs came from (``batch_inputs.column``), kept across runs of one graph."""
-    global _recipes
     for op in needed:
         op.users = None
     try:
@@ -105,14 +105,14 @@ def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
                 run_one(needed[turn])
             else:
                 if recipes is not None:
-                    _recipes = recipes[t]
+                    _turn.recipes = recipes[t]
                 run_group([needed[i] for i in turn])
-                _recipes = None     # (taken by its run_batch, unless it ran no plan's kernel)
+                _turn.recipes = None    # (taken by its run_batch, unless it ran no plan's kernel)
     except BaseException:
         _drop_args_of_ran(needed)
         raise
     finally:
-        _recipes = None
+        _turn.recipes = None
     for op in needed:
         op.args = None
 
@@ -279,18 +279,21 @@ class Agenda:
 
 
 _record_order = operator.attrgetter("order")
-# Set by ``run_turns`` for the batch it runs next of a graph whose recipes it keeps: that
-# batch's, a dict that gets and then gives where each concatenated input's rows come from
-# (``batch_inputs.column``); taken by that batch's ``run_batch``. A module variable, not an
-# argument: ``run_batch(ops, rule)`` is what tests and benchmarks wrap to count batches.
-_recipes = None
+# ``recipes``: set by ``run_turns`` for the batch it runs next of a graph whose recipes it
+# keeps: that batch's, a dict that gets and then gives where each concatenated input's rows
+# come from (``batch_inputs.column``); taken by that batch's ``run_batch``. Per thread, as
+# the global tape is; not an argument: ``run_batch(ops, rule)`` is what tests and benchmarks
+# wrap to count batches.
+_turn = threading.local()
+_turn.recipes = None
 
 
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
-    global _recipes
-    recipes, _recipes = _recipes, None
+    recipes = getattr(_turn, "recipes", None)     # (None in a thread that set none)
+    if recipes is not None:
+        _turn.recipes = None
     ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)

@@ -260,3 +260,21 @@ def test_a_graph_in_more_states_than_are_kept_stops_walking(monkeypatch):
     assert_same(got, uncached(params, data, [], 2))
     step(params, data, [], 0)           # (a kept state: no walker any more)
     assert len(walked) == 6
+
+
+def test_a_thread_runs_the_schedule_with_its_own_recipes():
+    """Which batch's recipes ``run_batch`` follows is per thread (``batching._turn``), as
+    the global tape is: a step in a new thread, uncached and cached, gives the same results."""
+    import threading
+    params, data = weights(), sequences(5)
+    for _ in range(3):
+        step(params, data)
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(
+        [step(params, data), step(params, data)]))
+    before = lazy_replay.unit_replays
+    thread.start()
+    thread.join()
+    assert len(results) == 2 and lazy_replay.unit_replays == before + 2
+    for got in results:
+        assert_same(got, uncached(params, data))
