@@ -270,11 +270,13 @@ def test_a_thread_runs_the_schedule_with_its_own_recipes():
     for _ in range(3):
         step(params, data)
     results = []
+    # (first a graph of its own, uncached: the agenda's batches in a thread that set none)
     thread = threading.Thread(target=lambda: results.extend(
-        [step(params, data), step(params, data)]))
+        [step(params, sequences(4)), step(params, data), step(params, data)]))
     before = lazy_replay.unit_replays
     thread.start()
     thread.join()
-    assert len(results) == 2 and lazy_replay.unit_replays == before + 2
-    for got in results:
+    assert len(results) == 3 and lazy_replay.unit_replays == before + 2
+    assert_same(results[0], uncached(params, sequences(4)))
+    for got in results[1:]:
         assert_same(got, uncached(params, data))
