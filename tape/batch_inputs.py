@@ -1,14 +1,16 @@
 """Gathering the inputs of a batch of lazy ops (``tape.batching``): each op's argument,
 concatenated along axis 0, where runs of successive ops reading rows of one earlier batch's
 output take them from that output at once (whole, a slice or one fancy index); and, on the
-way, where those rows came from, for batched backward (``Unit.sources``, ``tape.units``).
+way, where those rows came from, for batched backward (``Unit.sources``, ``tape.units``);
+a graph run again by the same batches follows the rows' recipe its first run recorded
+(``gathered_again``). And where each op's rows start in a batch's outputs (``row_offsets``).
 """
 from __future__ import annotations
 
 from .pending import ShapeOnly, read, row_index
 
 
-def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
+def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None, recipe=None):
     """Argument ``slot`` (its entry ``index`` if it is a list) of every op of the batch
     ``ops``, concatenated along axis 0 in op order (None if one of them is None).
 
@@ -20,7 +22,10 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
     puts the rows back in op order. ``sources``, a list, gets the argument's ``Unit.sources``
     pieces on the way: ``(unit, output slot index, index, [rows], [op places])`` per earlier
     batch output (its ops share one unit; None where it has none, ``tape.units``), ``(None,
-    op place)`` per array given to an op."""
+    op place)`` per array given to an op. ``recipe``, an empty list, gets where the rows
+    came from, for ``gathered_again`` on the same graph: ``[(rows, op places)]`` per earlier
+    batch output, then the places of the ops read one by one (nothing where None is
+    returned)."""
     groups = []     # per earlier batch output read: [results, k, j, batch, rows, places, op]
     singles = []    # [([op place], value, source piece)]: values read one by one
     # the group the last op read, as locals: most ops read what the op before them read
@@ -59,12 +64,48 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None):
         for _, k, j, _, rows, places, d in groups:
             sources.append(_source(d, k, j, rows, places))
         sources.extend(piece for _, _, piece in singles)
+    if recipe is not None:
+        recipe += [[(rows[:], places[:]) for *_, rows, places, _ in groups],
+                   [places[0] for places, _, _ in singles]]
     if not singles and len(groups) == 1:    # (rows in op order)
         results, k, j, batch, rows, _, _ = groups[0]
         return _rows_of(results, k, j, batch, rows)
     parts = [(places, _rows_of(results, k, j, batch, rows))
              for results, k, j, batch, rows, places, _ in groups]
     parts += [(places, value) for places, value, _ in singles]
+    return _in_op_order(parts, ops, slot, concatenate, index)
+
+
+def gathered_again(recipe: list, ops: list, slot: str, concatenate, index: int = -1,
+                   sources=None):
+    """``gathered`` for a batch of the graph whose ``recipe`` an earlier call recorded (the
+    same ops reading the same rows of the same batches): the same parts, taken without
+    finding them op by op. The recipe's lists become ``Unit.sources`` pieces' lists, which
+    nothing changes."""
+    groups, singles = recipe
+    parts, pieces = [], []
+    for rows, places in groups:
+        op = ops[places[0]]
+        d, k, j = op.args[slot] if index < 0 else op.args[slot][index]
+        parts.append((places, _rows_of(d.results, k, j, d.batch, rows)))
+        if sources is not None:
+            pieces.append(_source(d, k, j, rows, places))
+    for place in singles:
+        a = ops[place].args[slot] if index < 0 else ops[place].args[slot][index]
+        if type(a) is tuple:
+            value = read(a)
+            if value is None:       # (a part a batch summed into another op's part)
+                return None
+            if sources is not None:
+                pieces.append(_source(a[0], a[1], a[2], None, place))
+        else:
+            value = a
+            pieces.append((None, place))
+        parts.append(([place], value))
+    if sources is not None:
+        sources += pieces
+    if not singles and len(groups) == 1:
+        return parts[0][1]
     return _in_op_order(parts, ops, slot, concatenate, index)
 
 
@@ -107,9 +148,17 @@ def _first_place(part) -> int:
     return part[0][0]
 
 
-def column(ops: list, slot: str, concatenate, index: int, sources=None):
-    """``gathered``, or where a part is None, the other parts concatenated."""
-    value = gathered(ops, slot, concatenate, index, sources)
+def column(ops: list, slot: str, concatenate, index: int, sources=None, recipes=None):
+    """``gathered``, or where a part is None, the other parts concatenated. ``recipes``, a
+    dict kept across runs of one graph's batch: its recipe for this input (``gathered``)
+    recorded on the first run, followed on later ones (``gathered_again``)."""
+    recipe = None if recipes is None else recipes.get((slot, index))
+    if recipe:
+        value = gathered_again(recipe, ops, slot, concatenate, index, sources)
+    else:
+        if recipe is None and recipes is not None:
+            recipe = recipes[(slot, index)] = []
+        value = gathered(ops, slot, concatenate, index, sources, recipe)
     return value if value is not None else _gathered_reads(ops, slot, concatenate, index)
 
 
@@ -161,3 +210,36 @@ def _rows_of(whole: tuple, k: int, j: int, batch: tuple, rows: list):
         return value[rows]
     return value.reshape((size, per_op) + shape[1:])[rows].reshape(
         (count * per_op,) + shape[1:])
+
+
+def row_offsets(ops: list):
+    """Where each op's rows start in a batch's outputs (and where the last ends), or None when
+    every op has the same plan and so the same number of rows: ops whose inputs differ only in
+    the batch axis batch together (``batch_rules.rule_of``'s key)."""
+    plan = ops[0].plan
+    for op in ops:
+        if op.plan is not plan:
+            break
+    else:
+        return None
+    offsets = [0]
+    total = 0
+    for op in ops:
+        total += rows_per_op(op.plan)
+        offsets.append(total)
+    return offsets
+
+
+_rows: dict = {}
+
+
+def rows_per_op(plan) -> int:
+    """The batch-axis size of ``plan``'s outputs (every output of a batched op has its
+    concatenated inputs' rows)."""
+    rows = _rows.get(plan)
+    if rows is None:
+        if len(_rows) >= 4096:
+            _rows.clear()
+        rows = _rows[plan] = next(spec[0][0][0] for _, _, spec, _ in plan.outputs
+                                  if spec and spec[0][0])
+    return rows

@@ -45,15 +45,18 @@ from .pending import collector_paused, prune, read
 from .variable import Variable
 
 
-def run_batched_backward(handles: list, records: list, loss) -> bool:
+def run_batched_backward(handles: list, records: list, loss, turns: list | None = None,
+                         checked: bool = False) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
     did not run or wants no gradient): the loss computed (running the forward ops), then the
     grad steps unit by unit. False, having changed nothing but computing the loss, where it
     does not apply (where the forward does not batch, it also drops ``records``: the per-op
-    path makes no units)."""
+    path makes no units). ``turns``, a list, gets the forward's kernel calls, as
+    ``_forward_batches`` gives them; ``checked``: every unit is known to apply (``_applies``
+    answered so for this graph in this state: ``tape.unit_schedule``)."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
-    if not _forward_batches(loss, batching):
+    if not _forward_batches(loss, batching, turns):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
     units = []
@@ -83,9 +86,10 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
             return False
         if len(units) * 2 > len(handles):
             return False    # (a loss computed before, by ops that did not batch)
-        for unit in units:
-            if not _applies(unit):
-                return False
+        if not checked:
+            for unit in units:
+                if not _applies(unit):
+                    return False
         records.clear()
         units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed
@@ -128,9 +132,12 @@ def run_batched_backward(handles: list, records: list, loss) -> bool:
 _SAMPLES = 4
 
 
-def _forward_batches(loss, batching) -> bool:
+def _forward_batches(loss, batching, turns: list | None = None) -> bool:
     """Compute the loss, if it is pending, when its forward ops batch: ``_SAMPLES`` of the ops
-    ready first share a signature. False, having run nothing, otherwise."""
+    ready first share a signature. False, having run nothing, otherwise. ``turns``, a list,
+    gets the agenda's kernel calls (``batching.run_ops``), each op named by its record
+    position (every op is on the tape: ``lazy_replay``'s walker checked it), for
+    ``tape.unit_schedule``; none where fusion grouped ops."""
     ref = loss._lazy
     if ref is None or loss._value is not None:
         return True
@@ -149,12 +156,16 @@ def _forward_batches(loss, batching) -> bool:
             for op in needed:   # (unmarked: the per-op path walks again)
                 op.users = None
             return False
+        positions = None if turns is None else [op.record[1] for op in needed]
         try:
-            batching.run_ops(needed)
+            batching.run_ops(needed, turns)
         except BaseException:
             for op in needed:
                 op.users = None
             raise
+        if turns:
+            turns[:] = [positions[turn] if type(turn) is int else
+                        tuple(positions[i] for i in turn) for turn in turns]
     loss._value = read(ref)
     loss._lazy = None
     return True

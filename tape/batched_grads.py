@@ -30,14 +30,26 @@ def handle_entry(h, which: int, slot: str, i: int):
 
 def entry_position(plan, which: int, slot: str, i: int) -> int:
     """Where an EagerHandle of ``plan`` keeps its entry for input (``which`` 0) or output (1)
-    ``slot[i]`` (the inputs' entries first, ``handles.entry_layout``)."""
-    layout = entry_layout(plan)
-    at = 0 if which == 0 else sum(count for _, count in layout[0])
-    for name, count in layout[which]:
-        if name == slot:
-            return at + i
-        at += count
-    raise KeyError(slot)
+    ``slot[i]`` (the inputs' entries first, ``handles.entry_layout``; found once per plan
+    and entry: batched backward files a shared input's gradient by it, per unit)."""
+    key = (plan, which, slot, i)
+    position = _positions.get(key)
+    if position is None:
+        layout = entry_layout(plan)
+        at = 0 if which == 0 else sum(count for _, count in layout[0])
+        for name, count in layout[which]:
+            if name == slot:
+                break
+            at += count
+        else:
+            raise KeyError(slot)
+        if len(_positions) >= 16384:
+            _positions.clear()
+        position = _positions[key] = at + i
+    return position
+
+
+_positions: dict = {}
 
 
 def total_rows(unit, rows_per_op: int) -> int:
@@ -63,7 +75,9 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
         if piece[0] is not None:
             add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
         else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
-            h = next(h for h in unit.handles if h is not None)
+            h = unit.handles[0]
+            if h is None:
+                h = next(h for h in unit.handles if h is not None)
             _file_by_variable(handle_entry(h, 0, fslot, i), g, leaves, leaf_grads, other)
         return
     if len(pieces) == 1 and pieces[0][0] is not None:

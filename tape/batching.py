@@ -20,11 +20,13 @@ concat/split/slice and row reductions compute each element as they would alone.
 from __future__ import annotations
 
 import operator
+import threading
 
 from . import flags as _flags
 from . import fusion_steps
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
+from .batch_inputs import row_offsets
 from .batch_rules import SHARED, STACK, rule_of, stacked
 from .batch_signatures import (
     accumulation_may_fuse,
@@ -90,21 +92,27 @@ def run_ops(needed: list, turns: list | None = None) -> None:
         op.args = None
 
 
-def run_turns(needed: list, turns: list) -> None:
+def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
     """Run ``needed`` (``pending.prune``'s answer) in ``turns``, the kernel calls ``run_ops``
     made on the same graph before: the same batches in the same order, without deciding them
-    again (no signatures, agenda or search for fused chains)."""
+    again (no signatures, agenda or search for fused chains). ``recipes``, per turn, where
+    its batch's inputs came from (``batch_inputs.column``), kept across runs of one graph."""
     for op in needed:
         op.users = None
     try:
-        for turn in turns:
+        for t, turn in enumerate(turns):
             if type(turn) is int:
                 run_one(needed[turn])
             else:
+                if recipes is not None:
+                    _turn.recipes = recipes[t]
                 run_group([needed[i] for i in turn])
+                _turn.recipes = None    # (taken by its run_batch, unless it ran no plan's kernel)
     except BaseException:
         _drop_args_of_ran(needed)
         raise
+    finally:
+        _turn.recipes = None
     for op in needed:
         op.args = None
 
@@ -271,9 +279,21 @@ class Agenda:
 
 
 _record_order = operator.attrgetter("order")
+# ``recipes``: set by ``run_turns`` for the batch it runs next of a graph whose recipes it
+# keeps: that batch's, a dict that gets and then gives where each concatenated input's rows
+# come from (``batch_inputs.column``); taken by that batch's ``run_batch``. Per thread, as
+# the global tape is; not an argument: ``run_batch(ops, rule)`` is what tests and benchmarks
+# wrap to count batches.
+_turn = threading.local()
+_turn.recipes = None
+
+
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
+    recipes = getattr(_turn, "recipes", None)     # (None in a thread that set none)
+    if recipes is not None:
+        _turn.recipes = None
     ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)
@@ -297,7 +317,7 @@ def run_batch(ops: list, rule) -> None:
             if all(len(op.args[slot]) == count for op in ops):
                 arrays[slot] = [g.stacked(n).array() if type(g) is ShapeOnly
                                 else _column(ops, slot, concatenate, i,
-                                             _wanted(sources, wants_grad, slot, i))
+                                             _wanted(sources, wants_grad, slot, i), recipes)
                                 for i, g in enumerate(given)]
             else:   # (parts a batch summed elsewhere read as None and are left out)
                 per_op = [arrays_of(op)[slot] for op in ops]
@@ -306,7 +326,7 @@ def run_batch(ops: list, rule) -> None:
                                 for i, g in enumerate(given)]
         else:
             arrays[slot] = _column(ops, slot, concatenate, -1,
-                                   _wanted(sources, wants_grad, slot, 0))
+                                   _wanted(sources, wants_grad, slot, 0), recipes)
     plan = first.plan
     if STACK in ins.values():   # (one more axis in front: reductions over axis 0, concat/split)
         arrays["X"], plan = stacked(arrays["X"], plan, n)
@@ -316,7 +336,7 @@ def run_batch(ops: list, rule) -> None:
             _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
-    offsets = _offsets(ops)
+    offsets = row_offsets(ops)
     if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False),
                      sources):
         _hand_out(ops, result, sums, offsets)
@@ -332,39 +352,6 @@ def _wanted(sources, wants_grad, slot: str, i: int):
         return None
     pieces = sources[(slot, i)] = []
     return pieces
-
-
-def _offsets(ops: list):
-    """Where each op's rows start in a batch's outputs (and where the last ends), or None when
-    every op has the same plan and so the same number of rows: ops whose inputs differ only in
-    the batch axis batch together (``batch_rules.rule_of``'s key)."""
-    plan = ops[0].plan
-    for op in ops:
-        if op.plan is not plan:
-            break
-    else:
-        return None
-    offsets = [0]
-    total = 0
-    for op in ops:
-        total += _rows_per_op(op.plan)
-        offsets.append(total)
-    return offsets
-
-
-_rows: dict = {}
-
-
-def _rows_per_op(plan) -> int:
-    """The batch-axis size of ``plan``'s outputs (every output of a batched op has its
-    concatenated inputs' rows)."""
-    rows = _rows.get(plan)
-    if rows is None:
-        if len(_rows) >= 4096:
-            _rows.clear()
-        rows = _rows[plan] = next(spec[0][0][0] for _, _, spec, _ in plan.outputs
-                                  if spec and spec[0][0])
-    return rows
 
 
 def _hand_out(ops: list, result: tuple, sums: tuple, offsets=None, stacked=False) -> None:

@@ -82,11 +82,12 @@ def run_lazy_backward(ops: list, loss, records) -> None:
                 # (found not to batch by units when the schedule was made: no units, as
                 # ``run_batched_backward`` then decides)
                 records.clear()
-            elif _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops) \
-                    and run_batched_backward(ops, records, loss):
-                if attempt is not None:
-                    attempt.refuse_graph()
-                return
+            elif _flags.flags["FLAGS_lazy_batching"] and records and len(records) == len(ops):
+                turns = None if attempt is None else []
+                if run_batched_backward(ops, records, loss, turns):
+                    if attempt is not None:
+                        attempt.keep_units(turns)
+                    return
             if attempt is not None and loss._value is not None:
                 attempt.refuse()    # (the loss was computed: batched forward, then refused)
                 attempt = None

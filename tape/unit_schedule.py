@@ -1,0 +1,55 @@
+"""Cached execution of a lazy graph that goes by units (``tape.batched_backward``).
+
+A training loop records the same graph every step. Where its backward goes by the forward
+batches, the uncached path re-decides every time what the graph fixes: the prune walk, the
+agenda's signatures and choices (``tape.batching``). ``lazy_replay``'s walker checks that a
+backward's graph is the one a schedule was made for, op by op, in the same state; its ops,
+in the walker's order, then run in the kept *turns*: the agenda's kernel calls of that
+graph's uncached backward, each the walker's places of its ops (record order within a
+batch), so the same batches run in the same order on the same inputs and results are bit
+for bit the uncached path's. Then the batched backward runs as before. A schedule holds no
+array and no op, only positions.
+"""
+from __future__ import annotations
+
+from . import fusion_steps
+from .batched_backward import run_batched_backward
+from .batching import run_turns
+from .pending import read
+
+
+class UnitSchedule:
+    """The forward kernel calls of one graph state that goes by units: ``turns``, each the
+    walker's place of a lone op or a tuple of a batch's; made while arrays of
+    ``min_elements`` could join fused groups (``fusion_steps.MIN_ELEMENTS``: with another
+    threshold the agenda may decide otherwise, so the schedule does not run)."""
+
+    __slots__ = ("turns", "recipes", "min_elements")
+
+    def __init__(self, turns: list, places: dict):
+        """``turns`` as ``batched_backward._forward_batches`` gives them (record positions),
+        named by ``places`` (record position -> the walker's place)."""
+        self.turns = [places[turn] if type(turn) is int else tuple(places[p] for p in turn)
+                      for turn in turns]
+        # per batch, where its inputs' rows come from (``batch_inputs.column``): lists of
+        # places, recorded by the schedule's first run
+        self.recipes = [{} if type(turn) is tuple else None for turn in turns]
+        self.min_elements = fusion_steps.MIN_ELEMENTS
+
+    def run(self, ops: list, handles: list, records: list, loss) -> bool:
+        """Backward of ``loss`` over ``handles`` (``records``, as for
+        ``run_batched_backward``) whose graph's ops ``ops`` the walker found, in its order:
+        the forward ops in the kept turns, then the batched backward. False if the schedule
+        does not fit (nothing ran) or the backward did not go by units (the loss computed):
+        the uncached path then runs. ``ops`` is emptied as soon as the forward ran, so that
+        nothing holds the ops' results longer than the uncached path does."""
+        if self.min_elements != fusion_steps.MIN_ELEMENTS:
+            return False
+        run_turns(ops, self.turns, self.recipes)
+        ops.clear()
+        ref = loss._lazy
+        loss._value = read(ref)
+        loss._lazy = None
+        # (whether each unit's backward can run as one follows from the graph and its
+        # state, which the walker checked: ``_applies`` said so when the schedule was made)
+        return run_batched_backward(handles, records, loss, checked=True)
