@@ -21,7 +21,7 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import GRAD_FLOWS, infer_new, variable_lines
+from .runner import GRAD_FLOWS, infer_new, pending_lines, variable_lines
 
 
 def positional_slots(info) -> tuple | None:
@@ -171,13 +171,7 @@ def _stale(i: int) -> str:
 def _pending_lines(i: int, refused: str) -> list:
     """Lazy: an input without a value reads the ref of the op it is pending on, unless that op
     ran (the general runner reads its value) or there is none (its error): ``refused``."""
-    return [f"    if a{i} is None:",
-            "        try:",
-            f"            a{i} = v{i}._lazy",
-            "        except AttributeError:     # (a slot eager Variables never set)",
-            f"            a{i} = None",
-            f"        if a{i} is None or a{i}[0].results is not None:",
-            f"            {refused}"]
+    return pending_lines(f"a{i}", f"v{i}", refused, "    ")
 
 
 def _entry(info, i: int, name: str) -> str:

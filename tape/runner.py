@@ -52,7 +52,8 @@ def make_runner(info, env: dict, lazy: bool = False):
     key, arrays, positional, stale, entries = [], [], [], [], []
     flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
-        lines += _gather(i, name, duplicable, dispensable, first=i == 0)
+        lines += (_gather_pending_many(i, name, dispensable) if lazy and duplicable else
+                  _gather(i, name, duplicable, dispensable, first=i == 0))
         if duplicable or dispensable:
             key.append(f"k{i}")
         else:
@@ -60,7 +61,8 @@ def make_runner(info, env: dict, lazy: bool = False):
         arrays.append(f"{name!r}: a{i}")
         positional.append(f", a{i}")
         if duplicable:
-            stale.append(f"    if vs{i}:\n        check_stale(tape, info, {name!r}, vs{i})")
+            stale.append(f"    if {f'stale{i}' if lazy else f'vs{i}'}:\n"
+                         f"        check_stale(tape, info, {name!r}, vs{i})")
             entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
                            f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
                            f"else v.desc for v in vs{i}]")
@@ -266,6 +268,49 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        k{i} = (d{i}.shape, d{i}.dtype, d{i}.stop_gradient)",
             "    else:",
             f"        v{i} = d{i} = a{i} = k{i} = None"]
+
+
+def _gather_pending_many(i: int, name: str, dispensable: bool) -> list:
+    """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds
+    (``gather_many``'s checks, in its order, in one written-out loop: no call per input, a
+    pending input's ref read in place, as ``pending_ref`` reads it), and ``stale{i}``, whether
+    an input is stale, for ``check_stale`` to raise its error where the runner checks."""
+    n = repr(name)
+    absent = (f"        vs{i} = k{i} = a{i} = None" if dispensable
+              else f"        raise count_error(info, {n}, vs{i})")
+    return [f"    vs{i} = inputs.get({n})",
+            f"    stale{i} = False",
+            f"    if vs{i}:",
+            f"        k{i}, a{i}, serial = [len(vs{i})], [], tape.serial",
+            f"        for v in vs{i}:",
+            "            if not isinstance(v, Variable):",
+            f"                raise not_variable(info, {n}, v)",
+            "            d = v.desc",
+            "            value = v._value",
+            *pending_lines("value", "v", f"value = unset(info, {n}, v)", "            "),
+            "            if v.place is not place:",
+            f"                place = common_place(info, inputs, place, {n}, v)",
+            "            if v._tape and v._tape != serial and not d.stop_gradient:",
+            f"                stale{i} = True",
+            f"            k{i}.append((d.shape, d.dtype, d.stop_gradient))",
+            f"            a{i}.append(value)",
+            f"        k{i} = tuple(k{i})",
+            "    else:",
+            absent]
+
+
+def pending_lines(value: str, variable: str, refused: str, indent: str) -> list:
+    """Lazy: lines that, when ``value`` (an input's array) is None, make it the ref of the op
+    ``variable`` is pending on, unless that op ran (its value is read as an eager op reads it)
+    or there is none (its error): ``refused`` then."""
+    return [indent + line for line in (
+        f"if {value} is None:",
+        "    try:",
+        f"        {value} = {variable}._lazy",
+        "    except AttributeError:     # (a slot eager Variables never set)",
+        f"        {value} = None",
+        f"    if {value} is None or {value}[0].results is not None:",
+        f"        {refused}")]
 
 
 def infer_new(info, inputs: dict, attrs, place, key: tuple):
