@@ -49,10 +49,11 @@ def make_runner(info, env: dict, lazy: bool = False):
              "    if tape._spent and tape is local.tape:",
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
-    key, arrays, positional, stale, entries = [], [], [], [], []
+    key, arrays, positional, stale = [], [], [], []
     flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
-        lines += (_gather_pending_many(i, name, dispensable) if lazy and duplicable else
+        kept = name in info.keeps
+        lines += (_gather_pending_many(i, name, dispensable, kept) if lazy and duplicable else
                   _gather(i, name, duplicable, dispensable, first=i == 0))
         if duplicable or dispensable:
             key.append(f"k{i}")
@@ -63,23 +64,18 @@ def make_runner(info, env: dict, lazy: bool = False):
         if duplicable:
             stale.append(f"    if {f'stale{i}' if lazy else f'vs{i}'}:\n"
                          f"        check_stale(tape, info, {name!r}, vs{i})")
-            entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
-                           f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
-                           f"else v.desc for v in vs{i}]")
-            flat.append(f"    e{i} = vs{i} if vs{i} else ()" if name in info.keeps else
-                        f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
-                        f"else v.desc for v in vs{i}] if vs{i} else ()")
+            if kept:
+                flat.append(f"    e{i} = vs{i} if vs{i} else ()")
+            elif not lazy:  # (a lazy runner's gather binds them)
+                flat.append(f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
+                            f"else v.desc for v in vs{i}] if vs{i} else ()")
             parts.append(f"*e{i}")
         else:
             guard = f"v{i} is not None and " if dispensable else ""
             stale.append(f"    if {guard}v{i}._tape and v{i}._tape != tape.serial and "
                          f"not d{i}.stop_gradient:\n"
                          f"        raise stale_error(info, {name!r}, v{i})")
-            entry = (f"[v{i} if {name!r} in keeps or not (d{i}.stop_gradient or v{i}._tape) "
-                     f"else d{i}]")
-            entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
-                           if dispensable else f"    entries[{name!r}] = {entry}")
-            one = (f"v{i}" if name in info.keeps else
+            one = (f"v{i}" if kept else
                    f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
             flat.append(f"    e{i} = ({one},) if v{i} is not None else ()" if dispensable
                         else f"    e{i} = {one}")
@@ -270,18 +266,21 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        v{i} = d{i} = a{i} = k{i} = None"]
 
 
-def _gather_pending_many(i: int, name: str, dispensable: bool) -> list:
+def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> list:
     """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds
     (``gather_many``'s checks, in its order, in one written-out loop: no call per input, a
-    pending input's ref read in place, as ``pending_ref`` reads it), and ``stale{i}``, whether
-    an input is stale, for ``check_stale`` to raise its error where the runner checks."""
+    pending input's ref read in place, as ``pending_ref`` reads it), ``stale{i}``, whether an
+    input is stale, for ``check_stale`` to raise its error where the runner checks, and, for
+    a slot the op does not keep, ``e{i}``, its handle entries (the eager runner's ``flat``)."""
     n = repr(name)
-    absent = (f"        vs{i} = k{i} = a{i} = None" if dispensable
-              else f"        raise count_error(info, {n}, vs{i})")
+    absent = (f"        vs{i} = k{i} = a{i} = None" + ("" if kept else f"\n        e{i} = ()")
+              if dispensable else f"        raise count_error(info, {n}, vs{i})")
+    entries = "" if kept else f", e{i}, tracing"
     return [f"    vs{i} = inputs.get({n})",
             f"    stale{i} = False",
             f"    if vs{i}:",
-            f"        k{i}, a{i}, serial = [len(vs{i})], [], tape.serial",
+            f"        k{i}, a{i}{entries}, serial = [len(vs{i})], []"
+            + ("" if kept else ", [], tape.tracing") + ", tape.serial",
             f"        for v in vs{i}:",
             "            if not isinstance(v, Variable):",
             f"                raise not_variable(info, {n}, v)",
@@ -290,10 +289,13 @@ def _gather_pending_many(i: int, name: str, dispensable: bool) -> list:
             *pending_lines("value", "v", f"value = unset(info, {n}, v)", "            "),
             "            if v.place is not place:",
             f"                place = common_place(info, inputs, place, {n}, v)",
-            "            if v._tape and v._tape != serial and not d.stop_gradient:",
+            "            t, stop_gradient = v._tape, d.stop_gradient",
+            "            if t and t != serial and not stop_gradient:",
             f"                stale{i} = True",
-            f"            k{i}.append((d.shape, d.dtype, d.stop_gradient))",
+            f"            k{i}.append((d.shape, d.dtype, stop_gradient))",
             f"            a{i}.append(value)",
+            *([] if kept else
+              [f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)"]),
             f"        k{i} = tuple(k{i})",
             "    else:",
             absent]

@@ -86,3 +86,20 @@ def test_an_absent_optional_slot_of_several_inputs_is_recorded_as_none():
     with tape.lazy(), pytest.raises(InvalidArgumentError, match="split: attribute num=2"):
         tape.reset_global_tape().run(tape.registry.op_info("split"), {"X": [x]},
                                      {"num": 2, "axis": 1})
+
+
+@pytest.mark.parametrize("tracing", [False, True])
+def test_the_handle_holds_the_entries_an_eager_op_records(tracing):
+    leaf, constant = _leaf(0), tape.Variable(np.ones((2, 3), np.float32))
+
+    def entries(lazy: bool) -> list:
+        t = tape.LazyTape(tracing) if lazy else tape.Tape(tracing)
+        with tape.tape.using_tape(t):
+            computed = leaf * 2.0
+            ops.concat([leaf, constant, computed], axis=0)
+        return [type(e).__name__ if e is not computed.desc else "computed"
+                for e in t._ops[-1].entries[:3]]
+
+    expected = ["Variable"] * 3 if tracing else ["Variable", "VarDesc", "computed"]
+    assert entries(False) == expected
+    assert entries(True) == expected
