@@ -223,14 +223,17 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
         if slot.duplicable:
             loop = (f"for k, m in enumerate(made[{j}]):" if lazy else
                     f"for m, value in zip(made[{j}], {value}):")
+            descs = recorded and not kept
             body = [f"r{j} = vs = []",
+                    *([f"o{j} = vs if tracing else []"] if descs else []),
                     loop,
                     *variable_lines("    ", "None" if lazy else "value", recorded),
                     *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
                     "    vs.append(v)"]
-            if recorded:
-                body.append(f"o{j} = vs" if kept else
-                            f"o{j} = vs if tracing else [v.desc for v in vs]")
+            if descs:
+                body += ["    if not tracing:", f"        o{j}.append(d)"]
+            elif recorded:
+                body.append(f"o{j} = vs")
         else:
             body = variable_lines("", value, recorded, made=f"made[{j}]")
             if lazy:

@@ -3,6 +3,7 @@ the slot in one written-out loop (``tape.runner``); what it records, reads and r
 it was with one call per input."""
 import numpy as np
 import pytest
+from test_positional import unchecked  # noqa: F401 (a fixture: the checks off)
 
 import tape
 from tape.errors import InvalidArgumentError, PreconditionNotMetError
@@ -103,3 +104,16 @@ def test_the_handle_holds_the_entries_an_eager_op_records(tracing):
     expected = ["Variable"] * 3 if tracing else ["Variable", "VarDesc", "computed"]
     assert entries(False) == expected
     assert entries(True) == expected
+
+
+@pytest.mark.parametrize("tape_class", [tape.Tape, tape.LazyTape])
+@pytest.mark.parametrize("tracing", [False, True])
+@pytest.mark.usefixtures("unchecked")
+def test_a_positional_split_records_its_outputs_as_the_op_keeps_them(tape_class, tracing):
+    t = tape_class(tracing)
+    with tape.tape.using_tape(t):
+        for _ in range(2):      # (the second call finds the plan: the positional runner's)
+            parts = ops.split(_leaf(0), num=3, axis=1)
+    outputs = list(t._ops[-1].entries[1:])
+    expected = parts if tracing else [v.desc for v in parts]
+    assert len(outputs) == 3 and all(e is x for e, x in zip(outputs, expected))
