@@ -22,6 +22,7 @@ from .runner_checks import (
     check_stale,
     common_place,
     count_error,
+    gather_many,
     not_variable,
     spent_error,
     stale_error,
@@ -145,7 +146,7 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
                      named_outputs=named_outputs, count_error=count_error,
                      not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
                      EagerHandle=env["EagerHandle"],
-                     common_place=common_place, gather_many=_gather_many,
+                     common_place=common_place, gather_many=gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
         namespace.update(env["lazy_namespace"])
@@ -267,20 +268,18 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
 
 
 def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> list:
-    """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds
-    (``gather_many``'s checks, in its order, in one written-out loop: no call per input, a
-    pending input's ref read in place, as ``pending_ref`` reads it), ``stale{i}``, whether an
-    input is stale, for ``check_stale`` to raise its error where the runner checks, and, for
-    a slot the op does not keep, ``e{i}``, its handle entries (the eager runner's ``flat``)."""
+    """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds, by
+    ``gather_many``'s checks in its order in one loop (a pending input's ref read in place, as
+    ``pending_ref`` reads it); ``stale{i}``, whether ``check_stale`` must raise; and for a slot
+    the op does not keep, ``e{i}``, its handle entries (the eager runner's ``flat``)."""
     n = repr(name)
     absent = (f"        vs{i} = k{i} = a{i} = None" + ("" if kept else f"\n        e{i} = ()")
               if dispensable else f"        raise count_error(info, {n}, vs{i})")
-    entries = "" if kept else f", e{i}, tracing"
+    entries = ("", "") if kept else (f", e{i}, tracing", ", [], tape.tracing")
     return [f"    vs{i} = inputs.get({n})",
             f"    stale{i} = False",
             f"    if vs{i}:",
-            f"        k{i}, a{i}{entries}, serial = [len(vs{i})], []"
-            + ("" if kept else ", [], tape.tracing") + ", tape.serial",
+            f"        k{i}, a{i}{entries[0]}, serial = [len(vs{i})], []{entries[1]}, tape.serial",
             f"        for v in vs{i}:",
             "            if not isinstance(v, Variable):",
             f"                raise not_variable(info, {n}, v)",
@@ -294,8 +293,7 @@ def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> li
             f"                stale{i} = True",
             f"            k{i}.append((d.shape, d.dtype, stop_gradient))",
             f"            a{i}.append(value)",
-            *([] if kept else
-              [f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)"]),
+            *[f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)"][kept:],
             f"        k{i} = tuple(k{i})",
             "    else:",
             absent]
@@ -346,24 +344,6 @@ def infer_new(info, inputs: dict, attrs, place, key: tuple):
             return plan
     descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
     return infer(info, attrs, attrs_key, descs, place, key)
-
-
-def _gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
-    """``(signature part, arrays, place)`` of the Variables ``vs`` of duplicable slot ``name``,
-    each checked as a single slot's is (``unset`` stands in for a value not yet computed)."""
-    key, arrays = [len(vs)], []
-    for v in vs:
-        if not isinstance(v, Variable):
-            raise not_variable(info, name, v)
-        d = v.desc
-        value = v._value
-        if value is None:
-            value = unset(info, name, v)
-        if v.place is not place:
-            place = common_place(info, inputs, place, name, v)
-        key.append((d.shape, d.dtype, d.stop_gradient))
-        arrays.append(value)
-    return tuple(key), arrays, place
 
 
 def make_outputs(plan, result, outputs, grad_flows: bool, serial: int, place, recording):
