@@ -21,7 +21,7 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import GRAD_FLOWS, infer_new, variable_lines
+from .runner import GRAD_FLOWS, infer_new, pending_lines, variable_lines
 
 
 def positional_slots(info) -> tuple | None:
@@ -171,13 +171,7 @@ def _stale(i: int) -> str:
 def _pending_lines(i: int, refused: str) -> list:
     """Lazy: an input without a value reads the ref of the op it is pending on, unless that op
     ran (the general runner reads its value) or there is none (its error): ``refused``."""
-    return [f"    if a{i} is None:",
-            "        try:",
-            f"            a{i} = v{i}._lazy",
-            "        except AttributeError:     # (a slot eager Variables never set)",
-            f"            a{i} = None",
-            f"        if a{i} is None or a{i}[0].results is not None:",
-            f"            {refused}"]
+    return pending_lines(f"a{i}", f"v{i}", refused, "    ")
 
 
 def _entry(info, i: int, name: str) -> str:
@@ -229,14 +223,17 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
         if slot.duplicable:
             loop = (f"for k, m in enumerate(made[{j}]):" if lazy else
                     f"for m, value in zip(made[{j}], {value}):")
+            descs = recorded and not kept
             body = [f"r{j} = vs = []",
+                    *([f"o{j} = vs if tracing else []"] if descs else []),
                     loop,
                     *variable_lines("    ", "None" if lazy else "value", recorded),
                     *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
                     "    vs.append(v)"]
-            if recorded:
-                body.append(f"o{j} = vs" if kept else
-                            f"o{j} = vs if tracing else [v.desc for v in vs]")
+            if descs:
+                body += ["    if not tracing:", f"        o{j}.append(d)"]
+            elif recorded:
+                body.append(f"o{j} = vs")
         else:
             body = variable_lines("", value, recorded, made=f"made[{j}]")
             if lazy:

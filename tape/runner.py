@@ -22,6 +22,7 @@ from .runner_checks import (
     check_stale,
     common_place,
     count_error,
+    gather_many,
     not_variable,
     spent_error,
     stale_error,
@@ -49,10 +50,12 @@ def make_runner(info, env: dict, lazy: bool = False):
              "    if tape._spent and tape is local.tape:",
              "        return restart().run(info, inputs, attrs, outputs)",
              "    place = None"]
-    key, arrays, positional, stale, entries = [], [], [], [], []
+    key, arrays, positional, stale = [], [], [], []
     flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
-        lines += _gather(i, name, duplicable, dispensable, first=i == 0)
+        kept = name in info.keeps
+        lines += (_gather_pending_many(i, name, dispensable, kept) if lazy and duplicable else
+                  _gather(i, name, duplicable, dispensable, first=i == 0))
         if duplicable or dispensable:
             key.append(f"k{i}")
         else:
@@ -60,24 +63,20 @@ def make_runner(info, env: dict, lazy: bool = False):
         arrays.append(f"{name!r}: a{i}")
         positional.append(f", a{i}")
         if duplicable:
-            stale.append(f"    if vs{i}:\n        check_stale(tape, info, {name!r}, vs{i})")
-            entries.append(f"    if vs{i}:\n        entries[{name!r}] = "
-                           f"[v if {name!r} in keeps or not (v.desc.stop_gradient or v._tape) "
-                           f"else v.desc for v in vs{i}]")
-            flat.append(f"    e{i} = vs{i} if vs{i} else ()" if name in info.keeps else
-                        f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
-                        f"else v.desc for v in vs{i}] if vs{i} else ()")
+            stale.append(f"    if {f'stale{i}' if lazy else f'vs{i}'}:\n"
+                         f"        check_stale(tape, info, {name!r}, vs{i})")
+            if kept:
+                flat.append(f"    e{i} = vs{i} if vs{i} else ()")
+            elif not lazy:  # (a lazy runner's gather binds them)
+                flat.append(f"    e{i} = [v if tracing or not (v.desc.stop_gradient or v._tape) "
+                            f"else v.desc for v in vs{i}] if vs{i} else ()")
             parts.append(f"*e{i}")
         else:
             guard = f"v{i} is not None and " if dispensable else ""
             stale.append(f"    if {guard}v{i}._tape and v{i}._tape != tape.serial and "
                          f"not d{i}.stop_gradient:\n"
                          f"        raise stale_error(info, {name!r}, v{i})")
-            entry = (f"[v{i} if {name!r} in keeps or not (d{i}.stop_gradient or v{i}._tape) "
-                     f"else d{i}]")
-            entries.append(f"    if v{i} is not None:\n        entries[{name!r}] = {entry}"
-                           if dispensable else f"    entries[{name!r}] = {entry}")
-            one = (f"v{i}" if name in info.keeps else
+            one = (f"v{i}" if kept else
                    f"v{i} if tracing or not (d{i}.stop_gradient or v{i}._tape) else d{i}")
             flat.append(f"    e{i} = ({one},) if v{i} is not None else ()" if dispensable
                         else f"    e{i} = {one}")
@@ -147,7 +146,7 @@ def _compiled(info, lines: list, env: dict, lazy: bool):
                      named_outputs=named_outputs, count_error=count_error,
                      not_variable=not_variable, VarDesc=VarDesc, new=object.__new__,
                      EagerHandle=env["EagerHandle"],
-                     common_place=common_place, gather_many=_gather_many,
+                     common_place=common_place, gather_many=gather_many,
                      unset=env["pending_ref"] if lazy else env["pending_value"])
     if lazy:
         namespace.update(env["lazy_namespace"])
@@ -268,6 +267,52 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        v{i} = d{i} = a{i} = k{i} = None"]
 
 
+def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> list:
+    """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds, by
+    ``gather_many``'s checks in its order in one loop (a pending input's ref read in place, as
+    ``pending_ref`` reads it); ``stale{i}``, whether ``check_stale`` must raise; and for a slot
+    the op does not keep, ``e{i}``, its handle entries (the eager runner's ``flat``)."""
+    n = repr(name)
+    absent = (f"        vs{i} = k{i} = a{i} = None" + ("" if kept else f"\n        e{i} = ()")
+              if dispensable else f"        raise count_error(info, {n}, vs{i})")
+    entries = ("", "") if kept else (f", e{i}, tracing", ", [], tape.tracing")
+    return [f"    vs{i} = inputs.get({n})",
+            f"    stale{i} = False",
+            f"    if vs{i}:",
+            f"        k{i}, a{i}{entries[0]}, serial = [len(vs{i})], []{entries[1]}, tape.serial",
+            f"        for v in vs{i}:",
+            "            if not isinstance(v, Variable):",
+            f"                raise not_variable(info, {n}, v)",
+            "            d = v.desc",
+            "            value = v._value",
+            *pending_lines("value", "v", f"value = unset(info, {n}, v)", "            "),
+            "            if v.place is not place:",
+            f"                place = common_place(info, inputs, place, {n}, v)",
+            "            t, stop_gradient = v._tape, d.stop_gradient",
+            "            if t and t != serial and not stop_gradient:",
+            f"                stale{i} = True",
+            f"            k{i}.append((d.shape, d.dtype, stop_gradient))",
+            f"            a{i}.append(value)",
+            *[f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)"][kept:],
+            f"        k{i} = tuple(k{i})",
+            "    else:",
+            absent]
+
+
+def pending_lines(value: str, variable: str, refused: str, indent: str) -> list:
+    """Lazy: lines that, when ``value`` (an input's array) is None, make it the ref of the op
+    ``variable`` is pending on, unless that op ran (its value is read as an eager op reads it)
+    or there is none (its error): ``refused`` then."""
+    return [indent + line for line in (
+        f"if {value} is None:",
+        "    try:",
+        f"        {value} = {variable}._lazy",
+        "    except AttributeError:     # (a slot eager Variables never set)",
+        f"        {value} = None",
+        f"    if {value} is None or {value}[0].results is not None:",
+        f"        {refused}")]
+
+
 def infer_new(info, inputs: dict, attrs, place, key: tuple):
     """The CallPlan of a key its runner did not find: the plan of the attributes' exact or
     listed signature when there is one, else a new one (attributes checked, then
@@ -299,24 +344,6 @@ def infer_new(info, inputs: dict, attrs, place, key: tuple):
             return plan
     descs = {name: [v.desc for v in vs] for name, vs in inputs.items() if vs}
     return infer(info, attrs, attrs_key, descs, place, key)
-
-
-def _gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
-    """``(signature part, arrays, place)`` of the Variables ``vs`` of duplicable slot ``name``,
-    each checked as a single slot's is (``unset`` stands in for a value not yet computed)."""
-    key, arrays = [len(vs)], []
-    for v in vs:
-        if not isinstance(v, Variable):
-            raise not_variable(info, name, v)
-        d = v.desc
-        value = v._value
-        if value is None:
-            value = unset(info, name, v)
-        if v.place is not place:
-            place = common_place(info, inputs, place, name, v)
-        key.append((d.shape, d.dtype, d.stop_gradient))
-        arrays.append(value)
-    return tuple(key), arrays, place
 
 
 def make_outputs(plan, result, outputs, grad_flows: bool, serial: int, place, recording):

@@ -4,6 +4,7 @@ stale input."""
 from __future__ import annotations
 
 from .errors import InvalidArgumentError, PreconditionNotMetError
+from .variable import Variable
 
 
 def count_error(info, name: str, vs) -> InvalidArgumentError:
@@ -32,6 +33,24 @@ def common_place(info, inputs: dict, place, name: str, v):
         f"{info.type}: input '{name}' ({v.name}) is on {v.place} but input '{first_slot}' "
         f"({first.name}) is on {first.place}; an op runs on one place: move one of them with "
         f"Variable.to(place)")
+
+
+def gather_many(info, inputs: dict, name: str, vs, place, unset) -> tuple:
+    """``(signature part, arrays, place)`` of the Variables ``vs`` of duplicable slot ``name``,
+    each checked as a single slot's is (``unset`` stands in for a value not yet computed)."""
+    key, arrays = [len(vs)], []
+    for v in vs:
+        if not isinstance(v, Variable):
+            raise not_variable(info, name, v)
+        d = v.desc
+        value = v._value
+        if value is None:
+            value = unset(info, name, v)
+        if v.place is not place:
+            place = common_place(info, inputs, place, name, v)
+        key.append((d.shape, d.dtype, d.stop_gradient))
+        arrays.append(value)
+    return tuple(key), arrays, place
 
 
 def check_stale(tape, info, name: str, vs) -> None:
