@@ -177,7 +177,7 @@ def _by_stamp(unit) -> int:
 
 def _release(unit) -> None:
     unit.handles = unit.grads = unit.reached = unit.arrays = unit.sources = None
-    unit.results = None
+    unit.results = unit.filings = None
 
 
 def _seed(handles: list, records: list, loss):
@@ -267,10 +267,10 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
         args = {}
         for slot, duplicable, bound in ins:
             if duplicable:
-                values = [_argument(unit, h0, *b, temps) for b in bound]
+                values = [_argument(unit, h0, b, temps) for b in bound]
                 args[slot] = [v for v in values if v is not None]
             else:
-                args[slot] = _argument(unit, h0, *bound[0], temps)
+                args[slot] = _argument(unit, h0, bound[0], temps)
         result = invoke(p.plan, args, p.wants, None)
         for n, duplicable, targets in outs:
             out = result[n]
@@ -330,9 +330,10 @@ def _joined_entries(unit, h0, which: int, fslot: str, i: int):
     return _joined(unit, [h.entries[position] for h in unit.handles])
 
 
-def _argument(unit, h0, kind: int, fslot: str, i: int, k: int, j: int, temps: dict):
-    """A grad step's input bound as ``(kind, fslot, i)`` (forward output ``k``, index ``j``,
-    where it names one), for the whole unit."""
+def _argument(unit, h0, binding: tuple, temps: dict):
+    """A grad step's input bound as ``(kind, fslot, i, k, j)`` (``_resolved``: forward output
+    ``k``, index ``j``, where it names one), for the whole unit."""
+    kind, fslot, i, k, j = binding
     if kind == OUT_GRAD or kind == OPT_OUT_GRAD:
         entry = unit.grads.get((k, j))
         if entry is not None:

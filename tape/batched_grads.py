@@ -7,7 +7,6 @@ import numpy as np
 
 from . import dtypes
 from .batch_inputs import in_order_of
-from .batch_rules import SHARED
 from .handles import entry_layout
 from .pending import row_index
 from .variable import Variable
@@ -69,8 +68,9 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
     """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
     summed gradient of a shared input) piece by piece."""
     pieces = unit.sources[(fslot, i)]
-    size = unit.size
-    if size == 1 or (unit.ins and unit.ins.get(fslot) == SHARED):
+    # One piece: rows of one unit's output, or the array given to a unit's one op or shared
+    # by all its ops (else an array given to each op of a batch is a piece of its own)
+    if len(pieces) == 1:
         piece = pieces[0]
         if piece[0] is not None:
             add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
@@ -80,48 +80,69 @@ def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, o
                 h = next(h for h in unit.handles if h is not None)
             _file_by_variable(handle_entry(h, 0, fslot, i), g, leaves, leaf_grads, other)
         return
-    if len(pieces) == 1 and pieces[0][0] is not None:
-        piece = pieces[0]
-        add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
-        return
+    filings = unit.filings
+    if filings is None:
+        targets, singles = _route(unit, pieces, g)
+    else:
+        route = filings.get((fslot, i))
+        if route is None:
+            route = filings[(fslot, i)] = _route(unit, pieces, g)
+        targets, singles = route
+    handles, reached = unit.handles, unit.reached
+    for row, rows in singles:
+        h = handles[row]    # (None: an op of the batch another tape recorded)
+        if row in reached and h is not None:
+            _file_by_variable(handle_entry(h, 0, fslot, i), g[rows], leaves, leaf_grads, other)
+    stacked = unit.stacked
+    for at, rows, part in targets:
+        piece = pieces[at]
+        add_rows(piece[0], piece[1], piece[2], rows, g[part], stacked)
+
+
+def _route(unit, pieces: list, g) -> tuple:
+    """Where the rows of ``g``, a gradient of a unit's input read in ``pieces`` of two or
+    more (``Unit.sources``), go: ``(targets, singles)``, ``targets`` ``(the place in
+    ``pieces`` of the first piece of a unit's output, its rows, the part of g)`` per
+    output of an earlier unit, ``singles`` ``(op place, its part of g)`` per array given to
+    one op. The same for every run of one graph's batch (``Unit.filings``).
+
+    The pieces that go to one output of one unit are added as one: a batch of tree nodes
+    reads its children from a few units (forest: ~340 outputs a step); their rows are
+    joined, and their parts of ``g`` (their op places) taken with one slice or index."""
+    size = unit.size
     offsets = unit.offsets
     if offsets is None:
         per_op = g.shape[0] // size
         offsets = range(0, per_op * (size + 1), per_op)
-    # The pieces that go to one output of one unit are added as one: a batch of tree nodes
-    # reads its children from a few units (forest: ~340 outputs a step); their rows are
-    # joined, and their parts of ``g`` (their op places) taken with one slice or fancy index.
-    targets = {}    # (unit, output slot index, index) -> [rows, op places in g]
-    reached = unit.reached
-    for piece in pieces:
+    targets = {}    # (unit, output slot index, index) -> [first piece, rows, op places]
+    singles = []
+    for at, piece in enumerate(pieces):
         source = piece[0]
         if source is not None:
             key = (source, piece[1], piece[2])
             target = targets.get(key)
             if target is None:
-                targets[key] = [piece[3], piece[4]]
+                targets[key] = [at, piece[3], piece[4]]
             else:   # (new lists: the pieces' own are the unit's sources)
-                target[0] = target[0] + piece[3]
-                target[1] = target[1] + piece[4]
+                target[1] = target[1] + piece[3]
+                target[2] = target[2] + piece[4]
         else:
             row = piece[1]
-            h = unit.handles[row]   # (None: an op of the batch another tape recorded)
-            if row in reached and h is not None:
-                _file_by_variable(handle_entry(h, 0, fslot, i), g[offsets[row]:offsets[row + 1]],
-                                  leaves, leaf_grads, other)
-    stacked = unit.stacked
+            singles.append((row, slice(offsets[row], offsets[row + 1])))
     in_order = in_order_of(size)
-    for (source, k, j), (rows, places) in targets.items():
+    route = []
+    for at, rows, places in targets.values():
         first, count = places[0], len(places)
         if places == in_order[first:first + count]:
-            part = g[offsets[first]:offsets[first + count]]
-        elif unit.offsets is None:
-            per_op = g.shape[0] // size
-            part = g.reshape((size, per_op) + g.shape[1:])[places] \
-                .reshape((count * per_op,) + g.shape[1:])
-        else:
-            part = g[row_index(unit.offsets, places)]
-        add_rows(source, k, j, rows, part, stacked)
+            part = slice(offsets[first], offsets[first + count])
+        elif unit.offsets is not None:
+            part = row_index(offsets, places)
+        else:   # (as many rows per op: no range per op, which cost forest 4% a step)
+            part = np.array(places) * per_op
+            if per_op > 1:
+                part = (part[:, None] + np.arange(per_op)).ravel()
+        route.append((at, rows, part))
+    return route, singles
 
 
 def _file_by_variable(e, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
@@ -175,12 +196,12 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
         _add(grads, key, g)
         return
     in_order = in_order_of(size)
-    entry = grads.get(key)
     if count == size and rows == in_order:
         if reshape or unit.stacked:
             g = g.reshape(whole_spec(unit, k, j)[0])
         _add(grads, key, g)
         return
+    entry = grads.get(key)
     if entry is None or not entry[1]:
         shape, dtype = whole_spec(unit, k, j)
         total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \

@@ -92,11 +92,13 @@ def run_ops(needed: list, turns: list | None = None) -> None:
         op.args = None
 
 
-def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
+def run_turns(needed: list, turns: list, recipes: list | None = None,
+              filings: list | None = None) -> None:
     """Run ``needed`` (``pending.prune``'s answer) in ``turns``, the kernel calls ``run_ops``
     made on the same graph before: the same batches in the same order, without deciding them
     again (no signatures, agenda or search for fused chains). ``recipes``, per turn, where
-    its batch's inputs came from (``batch_inputs.column``), kept across runs of one graph."""
+    its batch's inputs came from (``batch_inputs.column``), and ``filings``, where their
+    gradients go (``Unit.filings``), both kept across runs of one graph."""
     for op in needed:
         op.users = None
     try:
@@ -106,13 +108,15 @@ def run_turns(needed: list, turns: list, recipes: list | None = None) -> None:
             else:
                 if recipes is not None:
                     _turn.recipes = recipes[t]
+                    _turn.filings = filings[t]
                 run_group([needed[i] for i in turn])
-                _turn.recipes = None    # (taken by its run_batch, unless it ran no plan's kernel)
+                # (taken by its run_batch, unless it ran no plan's kernel)
+                _turn.recipes = _turn.filings = None
     except BaseException:
         _drop_args_of_ran(needed)
         raise
     finally:
-        _turn.recipes = None
+        _turn.recipes = _turn.filings = None
     for op in needed:
         op.args = None
 
@@ -281,19 +285,22 @@ class Agenda:
 _record_order = operator.attrgetter("order")
 # ``recipes``: set by ``run_turns`` for the batch it runs next of a graph whose recipes it
 # keeps: that batch's, a dict that gets and then gives where each concatenated input's rows
-# come from (``batch_inputs.column``); taken by that batch's ``run_batch``. Per thread, as
-# the global tape is; not an argument: ``run_batch(ops, rule)`` is what tests and benchmarks
-# wrap to count batches.
+# come from (``batch_inputs.column``); ``filings`` the same for where their gradients go
+# (``Unit.filings``); taken by that batch's ``run_batch``. Per thread, as the global tape
+# is; not an argument: ``run_batch(ops, rule)`` is what tests and benchmarks wrap to count
+# batches.
 _turn = threading.local()
-_turn.recipes = None
+_turn.recipes = _turn.filings = None
 
 
 def run_batch(ops: list, rule) -> None:
     """Run ``ops`` (same signature; ``rule`` their batch rule) as one kernel call and give
     each its part of the result."""
     recipes = getattr(_turn, "recipes", None)     # (None in a thread that set none)
+    filings = None
     if recipes is not None:
-        _turn.recipes = None
+        filings = _turn.filings
+        _turn.recipes = _turn.filings = None
     ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)
@@ -332,13 +339,13 @@ def run_batch(ops: list, rule) -> None:
         arrays["X"], plan = stacked(arrays["X"], plan, n)
         result = invoke(plan, arrays, None, None)
         if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
-                         sources):
+                         sources, filings):
             _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
     offsets = row_offsets(ops)
     if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False),
-                     sources):
+                     sources, filings):
         _hand_out(ops, result, sums, offsets)
 
 

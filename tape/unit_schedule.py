@@ -7,8 +7,9 @@ backward's graph is the one a schedule was made for, op by op, in the same state
 in the walker's order, then run in the kept *turns*: the agenda's kernel calls of that
 graph's uncached backward, each the walker's places of its ops (record order within a
 batch), so the same batches run in the same order on the same inputs and results are bit
-for bit the uncached path's. Then the batched backward runs as before. A schedule holds no
-array and no op, only positions.
+for bit the uncached path's. Then the batched backward runs as before, each input gradient
+that goes to several places (a batch of tree nodes' children) filed by the route its first
+run recorded. A schedule holds no value and no op, only positions (and index arrays).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class UnitSchedule:
     ``min_elements`` could join fused groups (``fusion_steps.MIN_ELEMENTS``: with another
     threshold the agenda may decide otherwise, so the schedule does not run)."""
 
-    __slots__ = ("turns", "recipes", "min_elements")
+    __slots__ = ("turns", "recipes", "filings", "min_elements")
 
     def __init__(self, turns: list, places: dict):
         """``turns`` as ``batched_backward._forward_batches`` gives them (record positions),
@@ -34,6 +35,9 @@ class UnitSchedule:
         # per batch, where its inputs' rows come from (``batch_inputs.column``): lists of
         # places, recorded by the schedule's first run
         self.recipes = [{} if type(turn) is tuple else None for turn in turns]
+        # per batch, where the gradients of its inputs read in several pieces go
+        # (``Unit.filings``: op places and index arrays), recorded by the first run too
+        self.filings = [{} if type(turn) is tuple else None for turn in turns]
         self.min_elements = fusion_steps.MIN_ELEMENTS
 
     def run(self, ops: list, handles: list, records: list, loss) -> bool:
@@ -45,7 +49,7 @@ class UnitSchedule:
         nothing holds the ops' results longer than the uncached path does."""
         if self.min_elements != fusion_steps.MIN_ELEMENTS:
             return False
-        run_turns(ops, self.turns, self.recipes)
+        run_turns(ops, self.turns, self.recipes, self.filings)
         ops.clear()
         ref = loss._lazy
         loss._value = read(ref)

@@ -33,12 +33,14 @@ class Unit:
     want a gradient, each piece ``(unit, output slot index, index or -1, [rows], [op places])``
     for ops reading rows of an earlier unit's output (rows ``rows`` in the order of the ops
     at ``places``), or ``(None, row)`` for an array given to op ``row``; ``stamp`` its place
-    in execution order. Backward fills ``handles`` (per row), ``grads`` (``{(output slot
+    in execution order; ``filings``, where a gradient of each input read in several pieces
+    goes (``batched_grads._route``), kept across runs of one graph's batch (None: found per
+    run). Backward fills ``handles`` (per row), ``grads`` (``{(output slot
     index, index): [array, owned]}``, whole-batch gradients) and ``reached`` (the rows some
     gradient reached), and clears them all as it is done."""
 
     __slots__ = ("plan", "size", "offsets", "stacked", "ins", "arrays", "results", "sources",
-                 "stamp", "handles", "grads", "reached", "__weakref__")
+                 "filings", "stamp", "handles", "grads", "reached", "__weakref__")
 
     def __init__(self, plan, size: int, ins, arrays, results, offsets=None, stacked=False):
         self.plan = plan
@@ -48,20 +50,21 @@ class Unit:
         self.ins = ins
         self.arrays = arrays
         self.results = results
-        self.sources = None
+        self.sources = self.filings = None
         self.stamp = next(_stamps)
         self.handles = self.grads = self.reached = None
 
 
 def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
-              batch=None, gathered=None) -> bool:
+              batch=None, gathered=None, filings=None) -> bool:
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
     gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
     is also handed the batch's ``results`` in the same pass (as ``batching._hand_out`` does;
     its inputs it drops when the execution ends, ``batching.run_ops``): True if it was.
     ``gathered``: the sources of some inputs,
-    found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit)."""
+    found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit);
+    ``filings``: the unit's ``filings``, where a schedule keeps them."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
@@ -71,6 +74,7 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     unit = Unit(stacked_plan or plan, len(ops), ins, arrays, results, offsets,
                 stacked_plan is not None)
     unit.sources = _sources(ops, plan, ins, gathered)
+    unit.filings = filings
     if batch is None:
         _place(ops, unit)
         return False

@@ -10,7 +10,7 @@ import numpy as np
 from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
 
 import tape
-from tape import Variable, batched_backward, batching, lazy_replay, ops
+from tape import Variable, batched_backward, batched_grads, batching, lazy_replay, ops
 from tape.unit_schedule import UnitSchedule
 
 SAMPLES, WIDTH = 6, 4
@@ -231,6 +231,40 @@ def test_a_forest_reads_the_rows_of_several_batches_by_its_recipes():
     forest_step(params, other)
     assert lazy_replay.unit_replays == before
 
+
+
+def test_a_forest_files_its_gradients_by_the_routes_its_first_cached_run_kept(monkeypatch):
+    """Where a batch's input gradient goes to several places (children of several batches,
+    arrays given to each op) is found per run on the uncached path, found once on the
+    schedule's first run and kept, and followed from then on: bit for bit the uncached
+    path, with other data too."""
+    params = weights() + weights(seed=5)[:1]
+    route, found = batched_grads._route, []
+
+    def finding(unit, pieces, g):
+        found.append(unit.filings is not None)
+        return route(unit, pieces, g)
+
+    monkeypatch.setattr(batched_grads, "_route", finding)
+    forest_step(params, TREES)      # (uncached; then uncached, keeping its turns)
+    forest_step(params, TREES)
+    assert found and not any(found)
+    found.clear()
+    before = lazy_replay.unit_replays
+    results = [forest_step(params, TREES, seed) for seed in (0, 1, 2)]
+    assert lazy_replay.unit_replays == before + 3
+    assert len(found) > 4 and all(found)        # (the first cached run only)
+    schedule, = next(e for e in lazy_replay._entries.values() if e).programs.values()
+    routes = [r for turn in schedule.filings if turn for r in turn.values()]
+    assert len(routes) == len(found)
+    parts = [type(part) for targets, _ in routes for _, _, part in targets]
+    assert slice in parts and np.ndarray in parts   # (children in and out of op order)
+    assert any(singles for _, singles in routes)
+    lazy_replay._entries, lazy_replay._seen = {}, set()     # (fresh_cache restores them)
+    for seed, got in zip((0, 1, 2), results):
+        assert_same(got, forest_step(params, TREES, seed))
+        lazy_replay._entries.clear()
+        lazy_replay._seen.clear()
 
 def test_a_graph_in_more_states_than_are_kept_stops_walking(monkeypatch):
     """Holding another sequence's intermediate is another state; past ``_MAX_PROGRAMS``
