@@ -100,7 +100,8 @@ def gathered_again(recipe: list, ops: list, slot: str, concatenate, index: int =
                 pieces.append(_source(a[0], a[1], a[2], None, place))
         else:
             value = a
-            pieces.append((None, place))
+            if sources is not None:
+                pieces.append((None, place))
         parts.append(([place], value))
     if sources is not None:
         sources += pieces

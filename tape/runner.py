@@ -275,11 +275,11 @@ def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> li
     n = repr(name)
     absent = (f"        vs{i} = k{i} = a{i} = None" + ("" if kept else f"\n        e{i} = ()")
               if dispensable else f"        raise count_error(info, {n}, vs{i})")
-    entries = ("", "") if kept else (f", e{i}, tracing", ", [], tape.tracing")
-    return [f"    vs{i} = inputs.get({n})",
-            f"    stale{i} = False",
+    names, values, appended = ("", "", ()) if kept else (f", e{i}, tracing", ", [], tape.tracing",
+        (f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)",))
+    return [f"    vs{i}, stale{i} = inputs.get({n}), False",
             f"    if vs{i}:",
-            f"        k{i}, a{i}{entries[0]}, serial = [len(vs{i})], []{entries[1]}, tape.serial",
+            f"        k{i}, a{i}{names}, serial = [len(vs{i})], []{values}, tape.serial",
             f"        for v in vs{i}:",
             "            if not isinstance(v, Variable):",
             f"                raise not_variable(info, {n}, v)",
@@ -293,7 +293,7 @@ def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> li
             f"                stale{i} = True",
             f"            k{i}.append((d.shape, d.dtype, stop_gradient))",
             f"            a{i}.append(value)",
-            *[f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)"][kept:],
+            *appended,
             f"        k{i} = tuple(k{i})",
             "    else:",
             absent]
