@@ -18,6 +18,11 @@ uncounted run that fills numba's disk cache) and halve the difference.
 ``--batches`` first prints, per op type, how many ops each kernel call of one step ran (the
 agenda's batch sizes: a forest step's cell ops in batches of one depth of 16 trees, an LM
 step's in batches of 16).
+
+With ``lm_batch`` and ``lm_16`` or ``lm_16_fn`` in one run, it ends with issue 12's LM ratio
+by these minima (the hand batch's step over the 16 sequences' step), and the ratio the 16
+sequences would reach if their execution cost no more than the hand batch's: what their
+recording alone leaves possible.
 """
 from __future__ import annotations
 
@@ -108,6 +113,7 @@ def main(argv=None) -> None:
         for _ in range(args.steps):
             step()
         return
+    steps = {}
     for which in args.workloads:
         step = training(which)
         if args.batches:
@@ -121,6 +127,14 @@ def main(argv=None) -> None:
         print(f"{which}: ms per step, min (median) of {args.steps}: record {low[0]:.1f} "
               f"({middle[0]:.1f}), execute {low[1]:.1f} ({middle[1]:.1f}), SGD {low[2]:.1f} "
               f"({middle[2]:.1f})")
+        steps[which] = low
+    hand = steps.get("lm_batch")
+    for which in ("lm_16", "lm_16_fn"):
+        if hand is not None and which in steps:
+            own = steps[which]
+            bound = hand.sum() / (hand.sum() + own[0] - hand[0])
+            print(f"{which} vs lm_batch: {hand.sum() / own.sum():.2f}x the hand batch's "
+                  f"throughput; {bound:.2f}x if executing cost what the hand batch's does")
 
 
 if __name__ == "__main__":
