@@ -10,6 +10,7 @@ Variable the user keeps after the tape is gone holds only its own value.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 
@@ -146,14 +147,12 @@ def _place_in_order(ops: list, unit, results, batch, positions: list) -> None:
     their records get the unit itself, filed in one pass."""
     records = ops[0].record[0]
     ref = weakref.ref(unit)
-    row = 0
-    for op in ops:
-        op.results = results
-        op.batch = batch
+    for row, op in enumerate(ops):
         op.unit = ref
         op.row = row
         op.record = None
-        row += 1
+        op.results = results
+        op.batch = batch
     for index in positions:
         records[index] = unit
 
@@ -250,16 +249,8 @@ def _sources(ops: list, plan, ins, gathered=None):
     return sources
 
 
-_wanted_by_plan: dict = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _wanted_inputs(plan) -> frozenset:
     """``(input slot, index)`` of each input of ``plan`` that wants a gradient."""
-    wanted = _wanted_by_plan.get(plan)
-    if wanted is None:
-        if len(_wanted_by_plan) >= 4096:
-            _wanted_by_plan.clear()
-        wanted = _wanted_by_plan[plan] = frozenset(
-            (slot, i) for slot, wants in plan.wants_grad.items()
-            for i, want in enumerate(wants) if want)
-    return wanted
+    return frozenset((slot, i) for slot, wants in plan.wants_grad.items()
+                     for i, want in enumerate(wants) if want)

@@ -18,6 +18,29 @@ def kept_batches() -> list:
     return [kept for kept in schedule.recipes if kept is not None]
 
 
+def training_step(params, losses_of):
+    """One lazy training step whose loss is the mean of ``losses_of(*params)``; returns as
+    ``test_unit_schedule.step`` does (no held values)."""
+    with tape.lazy():
+        tape.reset_global_tape()
+        losses = losses_of(*params)
+        loss = ops.scale(ops.sum(losses), scale=1.0 / len(losses))
+        loss.backward()
+    grads = [p.grad.value().copy() for p in params]
+    for p in params:
+        p.grad = None
+    return loss.value().copy(), grads, []
+
+
+def assert_as_uncached(results: list, run, datas: list):
+    """Each of ``results`` is ``run(data)`` of its data on a graph never seen before (this
+    empties the caches)."""
+    for got, data in zip(results, datas):
+        lazy_replay._entries.clear()
+        lazy_replay._seen.clear()
+        assert_same(got, run(data))
+
+
 def test_a_batch_keeps_only_places_and_recipes():
     params, data = weights(), sequences(5)
     for _ in range(4):
@@ -34,19 +57,8 @@ def test_a_batch_keeps_only_places_and_recipes():
 def rows_step(params, data):
     """A step whose products batch ops of different row counts (sample ``n`` reads ``n + 1``
     rows): their batch's rows start at ``offsets``."""
-    w, u = params
-    with tape.lazy():
-        tape.reset_global_tape()
-        losses = []
-        for x in data:
-            h = ops.tanh(ops.matmul_v2(Variable(x, stop_gradient=False), w))
-            losses.append(ops.mean(ops.tanh(ops.matmul_v2(h, u))))
-        loss = ops.scale(ops.sum(losses), scale=1.0 / len(losses))
-        loss.backward()
-    grads = [p.grad.value().copy() for p in params]
-    for p in params:
-        p.grad = None
-    return loss.value().copy(), grads, []
+    return training_step(params, lambda w, u: [ops.mean(ops.tanh(ops.matmul_v2(ops.tanh(
+        ops.matmul_v2(Variable(x, stop_gradient=False), w)), u))) for x in data])
 
 
 def rows_data(seed):
@@ -60,11 +72,8 @@ def test_a_batch_of_ops_of_different_row_counts_keeps_its_offsets():
     results = [rows_step(params, rows_data(seed)) for seed in (0, 0, 0, 1, 2)]
     assert lazy_replay.unit_replays == before + 3
     assert any(k.offsets is not None for k in kept_batches())
-    lazy_replay._entries, lazy_replay._seen = {}, set()     # (fresh_cache restores them)
-    for seed, got in zip((0, 0, 0, 1, 2), results):
-        assert_same(got, rows_step(params, rows_data(seed)))
-        lazy_replay._entries.clear()
-        lazy_replay._seen.clear()
+    assert_as_uncached(results, lambda seed: rows_step(params, rows_data(seed)),
+                       [0, 0, 0, 1, 2])
 
 
 def lazy_ops(records, positions):
@@ -130,35 +139,17 @@ def test_the_sources_a_batch_gathered_are_the_sources_its_ops_tell(monkeypatch):
     before = lazy_replay.unit_replays
     results = [shared_step(params, data) for _ in range(4)]
     assert lazy_replay.unit_replays == before + 2 and (False, True) in compared
-    expected = uncached_shared(params, data)
-    for got in results:
-        assert_same(got, expected)
+    assert_as_uncached(results, lambda data: shared_step(params, data), [data] * 4)
 
 
 def shared_step(params, data):
     """A step whose products share a weight computed on the tape (a ref, not an array;
     the samples' first ops are ready with it, so that backward goes by units)."""
-    w, u = params
-    with tape.lazy():
-        tape.reset_global_tape()
+    def losses(w, u):
         half = ops.scale(w, scale=0.5)
-        losses = [ops.mean(ops.tanh(ops.matmul_v2(ops.tanh(ops.matmul_v2(
+        return [ops.mean(ops.tanh(ops.matmul_v2(ops.tanh(ops.matmul_v2(
             ops.tanh(Variable(x, stop_gradient=False)), half)), u))) for x in data]
-        loss = ops.scale(ops.sum(losses), scale=1.0 / len(losses))
-        loss.backward()
-    grads = [p.grad.value().copy() for p in params]
-    for p in params:
-        p.grad = None
-    return loss.value().copy(), grads, []
-
-
-def uncached_shared(params, data):
-    saved = lazy_replay._entries, lazy_replay._seen
-    lazy_replay._entries, lazy_replay._seen = {}, set()
-    try:
-        return shared_step(params, data)
-    finally:
-        lazy_replay._entries, lazy_replay._seen = saved
+    return training_step(params, losses)
 
 
 def test_a_source_without_a_unit_leaves_the_unit_without_sources():
@@ -208,20 +199,11 @@ def alone_step(params, data):
     """A step whose products read, per sample, the output of an op that ran alone (a scale by
     the sample's own factor: no batch), each op's rows read one by one; the split before them
     reads arrays given to each op."""
-    w, u = params
-    with tape.lazy():
-        tape.reset_global_tape()
-        losses = []
-        for n, sequence in enumerate(data):
-            x = ops.split(Variable(sequence, stop_gradient=False), num=2, axis=0)[0]
-            alone = ops.scale(ops.tanh(x), scale=1.0 + n)
-            losses.append(ops.mean(ops.tanh(ops.matmul_v2(ops.matmul_v2(alone, w), u))))
-        loss = ops.scale(ops.sum(losses), scale=1.0 / len(losses))
-        loss.backward()
-    grads = [p.grad.value().copy() for p in params]
-    for p in params:
-        p.grad = None
-    return loss.value().copy(), grads, []
+    def losses(w, u):
+        return [ops.mean(ops.tanh(ops.matmul_v2(ops.matmul_v2(ops.scale(ops.tanh(ops.split(
+            Variable(x, stop_gradient=False), num=2, axis=0)[0]), scale=1.0 + n), w), u)))
+            for n, x in enumerate(data)]
+    return training_step(params, losses)
 
 
 def test_ops_read_alone_are_gathered_as_given_or_read():
@@ -233,8 +215,5 @@ def test_ops_read_alone_are_gathered_as_given_or_read():
     assert lazy_replay.unit_replays == before + 2
     recipes = [r for k in kept_batches() for r in k.values()]
     assert sum(not groups and len(singles) == SAMPLES for groups, singles in recipes) >= 2
-    lazy_replay._entries, lazy_replay._seen = {}, set()     # (fresh_cache restores them)
-    for seed, got in zip((1, 1, 1, 2), results):
-        assert_same(got, alone_step(params, sequences(2, seed)))
-        lazy_replay._entries.clear()
-        lazy_replay._seen.clear()
+    assert_as_uncached(results, lambda seed: alone_step(params, sequences(2, seed)),
+                       [1, 1, 1, 2])
