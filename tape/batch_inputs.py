@@ -7,7 +7,10 @@ a graph run again by the same batches follows the rows' recipe its first run rec
 """
 from __future__ import annotations
 
+import operator
+
 from .pending import ShapeOnly, read, row_index
+from .units import in_order_positions
 
 
 def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None, recipe=None):
@@ -23,16 +26,14 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None, r
     pieces on the way: ``(unit, output slot index, index, [rows], [op places])`` per earlier
     batch output (its ops share one unit; None where it has none, ``tape.units``), ``(None,
     op place)`` per array given to an op. ``recipe``, an empty list, gets where the rows
-    came from, for ``gathered_again`` on the same graph: ``[(rows, op places)]`` per earlier
-    batch output, then the places of the ops read one by one (nothing where None is
-    returned)."""
+    came from, for ``gathered_again`` on the same graph: ``[(rows, op places, whole)]`` per
+    earlier batch output (``whole``: the rows are all of it, in order, ``_is_whole``), then
+    the places of the ops read one by one (nothing where None is returned)."""
     groups = []     # per earlier batch output read: [results, k, j, batch, rows, places, op]
     singles = []    # [([op place], value, source piece)]: values read one by one
     # the group the last op read, as locals: most ops read what the op before them read
     whole = last_k = last_j = rows = places = None
-    args = [op.args[slot] for op in ops] if index < 0 else \
-        [op.args[slot][index] for op in ops]
-    for place, a in enumerate(args):
+    for place, a in enumerate(_arguments(ops, slot, index)):
         if type(a) is tuple:
             d = a[0]
             if d.results is whole and a[1] == last_k and a[2] == last_j:
@@ -65,7 +66,8 @@ def gathered(ops: list, slot: str, concatenate, index: int = -1, sources=None, r
             sources.append(_source(d, k, j, rows, places))
         sources.extend(piece for _, _, piece in singles)
     if recipe is not None:
-        recipe += [[(rows[:], places[:]) for *_, rows, places, _ in groups],
+        recipe += [[(rows[:], places[:], _is_whole(batch, rows))
+                    for _, _, _, batch, rows, places, _ in groups],
                    [places[0] for places, _, _ in singles]]
     if not singles and len(groups) == 1:    # (rows in op order)
         results, k, j, batch, rows, _, _ = groups[0]
@@ -83,8 +85,23 @@ def gathered_again(recipe: list, ops: list, slot: str, concatenate, index: int =
     finding them op by op. The recipe's lists become ``Unit.sources`` pieces' lists, which
     nothing changes."""
     groups, singles = recipe
+    if not singles and len(groups) == 1:    # (rows of one earlier batch: most inputs)
+        rows, places, whole = groups[0]
+        a = ops[places[0]].args[slot]
+        d, k, j = a if index < 0 else a[index]
+        if sources is not None:
+            sources.append(_source(d, k, j, rows, places))
+        if whole:
+            return d.results[k] if j < 0 else d.results[k][j]
+        return _rows_of(d.results, k, j, d.batch, rows)
+    if not groups and len(singles) == len(ops):     # (each op read alone, in op order)
+        values = _arguments(ops, slot, index)
+        if tuple not in map(type, values):  # (each given an array: as they are)
+            if sources is not None:
+                sources += [(None, place) for place in singles]
+            return concatenate(values)
     parts, pieces = [], []
-    for rows, places in groups:
+    for rows, places, _ in groups:
         op = ops[places[0]]
         d, k, j = op.args[slot] if index < 0 else op.args[slot][index]
         parts.append((places, _rows_of(d.results, k, j, d.batch, rows)))
@@ -105,9 +122,12 @@ def gathered_again(recipe: list, ops: list, slot: str, concatenate, index: int =
         parts.append(([place], value))
     if sources is not None:
         sources += pieces
-    if not singles and len(groups) == 1:
-        return parts[0][1]
     return _in_op_order(parts, ops, slot, concatenate, index)
+
+
+def _arguments(ops: list, slot: str, index: int) -> list:
+    """Argument ``slot`` (its entry ``index`` if it is a list) of each of ``ops``."""
+    return [op.args[slot] for op in ops] if index < 0 else [op.args[slot][index] for op in ops]
 
 
 def _source(d, k: int, j: int, rows, places):
@@ -149,6 +169,25 @@ def _first_place(part) -> int:
     return part[0][0]
 
 
+class BatchRecipes(dict):
+    """What one batch of a graph run again by the same batches (``batching.run_turns``)
+    keeps across runs: ``{(input slot, index): recipe}`` (``column``), and what its first
+    run found that every later one shares: ``pick``, its ops out of the walker's list (a
+    tuple of them), ``offsets``, where each op's rows start (``row_offsets``), and
+    ``positions``, their places on their tape where they are in order on one
+    (``units.in_order_positions``; the walker checks every op's place); ``filings``, where
+    its inputs' gradients go (``Unit.filings``), which the schedule keeps."""
+
+    __slots__ = ("pick", "offsets", "positions", "filings")
+
+    def __init__(self, turn: tuple, ops, filings: dict):
+        super().__init__()
+        self.pick = operator.itemgetter(*turn)
+        self.offsets = row_offsets(ops)
+        self.positions = in_order_positions(ops)
+        self.filings = filings
+
+
 def column(ops: list, slot: str, concatenate, index: int, sources=None, recipes=None):
     """``gathered``, or where a part is None, the other parts concatenated. ``recipes``, a
     dict kept across runs of one graph's batch: its recipe for this input (``gathered``)
@@ -165,7 +204,7 @@ def column(ops: list, slot: str, concatenate, index: int, sources=None, recipes=
 
 def _gathered_reads(ops: list, slot: str, concatenate, index: int):
     values = (read(a) if type(a) is tuple else a.array() if type(a) is ShapeOnly else a
-              for a in (op.args[slot] if index < 0 else op.args[slot][index] for op in ops))
+              for a in _arguments(ops, slot, index))
     return concatenate([v for v in values if v is not None])
 
 
@@ -180,6 +219,13 @@ def in_order_of(size: int) -> list:
             _in_order.clear()
         in_order = _in_order[size] = list(range(size))
     return in_order
+
+
+def _is_whole(batch: tuple, rows: list) -> bool:
+    """Whether ``rows`` of a batch's output (``batch`` as for ``_rows_of``) are all of its
+    rows, in order, along axis 0 (not stacked): ``_rows_of`` gives the output itself."""
+    size = batch[0]
+    return not batch[3] and len(rows) == size and rows == in_order_of(size)
 
 
 def _rows_of(whole: tuple, k: int, j: int, batch: tuple, rows: list):

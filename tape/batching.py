@@ -24,9 +24,9 @@ import threading
 
 from . import flags as _flags
 from . import fusion_steps
+from .batch_inputs import BatchRecipes, row_offsets
 from .batch_inputs import column as _column
 from .batch_inputs import gathered as _gathered
-from .batch_inputs import row_offsets
 from .batch_rules import SHARED, STACK, rule_of, stacked
 from .batch_signatures import (
     accumulation_may_fuse,
@@ -98,25 +98,31 @@ def run_turns(needed: list, turns: list, recipes: list | None = None,
     made on the same graph before: the same batches in the same order, without deciding them
     again (no signatures, agenda or search for fused chains). ``recipes``, per turn, where
     its batch's inputs came from (``batch_inputs.column``), and ``filings``, where their
-    gradients go (``Unit.filings``), both kept across runs of one graph."""
+    gradients go (``Unit.filings``), both kept across runs of one graph: the first run
+    makes each batch's ``batch_inputs.BatchRecipes``, which later ones follow."""
     for op in needed:
         op.users = None
     try:
         for t, turn in enumerate(turns):
             if type(turn) is int:
                 run_one(needed[turn])
-            else:
-                if recipes is not None:
-                    _turn.recipes = recipes[t]
-                    _turn.filings = filings[t]
+            elif recipes is None:
                 run_group([needed[i] for i in turn])
-                # (taken by its run_batch, unless it ran no plan's kernel)
-                _turn.recipes = _turn.filings = None
+            else:
+                kept = recipes[t]
+                if type(kept) is BatchRecipes:
+                    group = kept.pick(needed)
+                else:   # (the graph's first run by these turns)
+                    group = [needed[i] for i in turn]
+                    kept = recipes[t] = BatchRecipes(turn, group, filings[t])
+                _turn.recipes = kept
+                run_group(group)
+                _turn.recipes = None    # (taken by its run_batch, unless it ran no kernel)
     except BaseException:
         _drop_args_of_ran(needed)
         raise
     finally:
-        _turn.recipes = _turn.filings = None
+        _turn.recipes = None
     for op in needed:
         op.args = None
 
@@ -284,13 +290,11 @@ class Agenda:
 
 _record_order = operator.attrgetter("order")
 # ``recipes``: set by ``run_turns`` for the batch it runs next of a graph whose recipes it
-# keeps: that batch's, a dict that gets and then gives where each concatenated input's rows
-# come from (``batch_inputs.column``); ``filings`` the same for where their gradients go
-# (``Unit.filings``); taken by that batch's ``run_batch``. Per thread, as the global tape
-# is; not an argument: ``run_batch(ops, rule)`` is what tests and benchmarks wrap to count
-# batches.
+# keeps: that batch's ``batch_inputs.BatchRecipes``, taken by its ``run_batch``. Per thread,
+# as the global tape is; not an argument: ``run_batch(ops, rule)`` is what tests and
+# benchmarks wrap to count batches.
 _turn = threading.local()
-_turn.recipes = _turn.filings = None
+_turn.recipes = None
 
 
 def run_batch(ops: list, rule) -> None:
@@ -299,8 +303,8 @@ def run_batch(ops: list, rule) -> None:
     recipes = getattr(_turn, "recipes", None)     # (None in a thread that set none)
     filings = None
     if recipes is not None:
-        filings = _turn.filings
-        _turn.recipes = _turn.filings = None
+        filings = recipes.filings
+        _turn.recipes = None
     ins, sums = rule[0], rule[1]
     first = ops[0]
     n = len(ops)
@@ -317,6 +321,9 @@ def run_batch(ops: list, rule) -> None:
         elif ins.get(slot) == SHARED:
             arrays[slot] = arrays_of(first)[slot] if t is list else \
                 read(given) if t is tuple else given.array() if t is ShapeOnly else given
+            pieces = None if t is list or t is tuple else _wanted(sources, wants_grad, slot, 0)
+            if pieces is not None:      # (an array given to the first op: ``units._sources``)
+                pieces.append((None, 0))
         elif t is ShapeOnly:
             arrays[slot] = given.stacked(n).array()
         elif t is list:
@@ -335,26 +342,25 @@ def run_batch(ops: list, rule) -> None:
             arrays[slot] = _column(ops, slot, concatenate, -1,
                                    _wanted(sources, wants_grad, slot, 0), recipes)
     plan = first.plan
+    positions = None if recipes is None else recipes.positions
     if STACK in ins.values():   # (one more axis in front: reductions over axis 0, concat/split)
         arrays["X"], plan = stacked(arrays["X"], plan, n)
         result = invoke(plan, arrays, None, None)
         if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
-                         sources, filings):
+                         sources, filings, positions):
             _hand_out(ops, result, sums, None, True)
         return
     result = tuple(invoke(plan, arrays, first.wants, None))
-    offsets = row_offsets(ops)
+    offsets = row_offsets(ops) if recipes is None else recipes.offsets
     if not note_unit(ops, ins, arrays, result, offsets, None, (n, sums, offsets, False),
-                     sources, filings):
+                     sources, filings, positions):
         _hand_out(ops, result, sums, offsets)
 
 
 def _wanted(sources, wants_grad, slot: str, i: int):
     """The list for the ``Unit.sources`` pieces of input ``slot[i]``, if it wants a gradient
     and a unit is made; else None."""
-    if sources is None:
-        return None
-    wants = wants_grad.get(slot)
+    wants = None if sources is None else wants_grad.get(slot)
     if not wants or not wants[i]:
         return None
     pieces = sources[(slot, i)] = []

@@ -10,6 +10,7 @@ Variable the user keeps after the tape is gone holds only its own value.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 
@@ -56,7 +57,7 @@ class Unit:
 
 
 def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
-              batch=None, gathered=None, filings=None) -> bool:
+              batch=None, gathered=None, filings=None, positions=None) -> bool:
     """Make the Unit of ``ops`` (row order), which ran as one call on ``arrays`` (of
     ``stacked_plan``, if not their own), and give each op its unit and row; only where a
     gradient may flow back (the plan wants one). With ``batch`` (``LazyOp.batch``), each op
@@ -64,7 +65,8 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     its inputs it drops when the execution ends, ``batching.run_ops``): True if it was.
     ``gathered``: the sources of some inputs,
     found as the batch gathered them (``batch_inputs.gathered``; a None piece: no unit);
-    ``filings``: the unit's ``filings``, where a schedule keeps them."""
+    ``filings``: the unit's ``filings``, where a schedule keeps them; ``positions``: the
+    ops' places on their tape, where a schedule knows them (``_place``)."""
     first = ops[0]
     plan = first.plan
     if not plan.requires_grad or type(first) is not LazyOp:     # (grad ops: none)
@@ -78,7 +80,10 @@ def note_unit(ops: list, ins, arrays, results, offsets=None, stacked_plan=None,
     if batch is None:
         _place(ops, unit)
         return False
-    _place(ops, unit, results, batch)
+    if positions is None:
+        _place(ops, unit, results, batch)
+    else:
+        _place_in_order(ops, unit, results, batch, positions)
     return True
 
 
@@ -136,6 +141,39 @@ def _place(ops: list, unit, results=None, batch=None) -> None:
         row += 1
 
 
+def _place_in_order(ops: list, unit, results, batch, positions: list) -> None:
+    """``_place`` for ops a schedule ran before (``batch_inputs.BatchRecipes``): recorded on
+    one tape at ``positions``, in order, its backward not run yet (the walker checked it), so
+    their records get the unit itself, filed in one pass."""
+    records = ops[0].record[0]
+    ref = weakref.ref(unit)
+    for row, op in enumerate(ops):
+        op.unit = ref
+        op.row = row
+        op.record = None
+        op.results = results
+        op.batch = batch
+    for index in positions:
+        records[index] = unit
+
+
+def in_order_positions(ops: list):
+    """The record positions of ``ops``, if they are on one tape in order (``_place`` files
+    the unit itself there), else None."""
+    record = ops[0].record
+    if record is None:
+        return None
+    records, last = record
+    positions = [last]
+    for op in ops[1:]:
+        record = op.record
+        if record is None or record[0] is not records or record[1] <= last:
+            return None
+        last = record[1]
+        positions.append(last)
+    return positions if last < len(records) else None
+
+
 def _as_rows(records: list, start: int, last: int, unit) -> None:
     """Records ``start..last`` that hold ``unit`` itself (its rows ``0, 1, ...``, in turn)
     as ``(unit, row)``."""
@@ -165,7 +203,13 @@ def note_fused(groups: list) -> None:
 
 def _sources(ops: list, plan, ins, gathered=None):
     """``Unit.sources`` of ``ops`` (their ``args`` still hold refs), taking those ``gathered``
-    has; None if an input that wants a gradient comes from an op that ran without a unit."""
+    has (``gathered`` itself where it has them all); None if an input that wants a gradient
+    comes from an op that ran without a unit."""
+    if gathered and gathered.keys() == _wanted_inputs(plan):
+        for pieces in gathered.values():
+            if None in pieces:
+                return None
+        return gathered
     sources = {}
     args = ops[0].args
     for slot, wants in plan.wants_grad.items():
@@ -203,3 +247,10 @@ def _sources(ops: list, plan, ins, gathered=None):
                     pieces.append((None, row))
             sources[(slot, i)] = pieces
     return sources
+
+
+@functools.lru_cache(maxsize=4096)
+def _wanted_inputs(plan) -> frozenset:
+    """``(input slot, index)`` of each input of ``plan`` that wants a gradient."""
+    return frozenset((slot, i) for slot, wants in plan.wants_grad.items()
+                     for i, want in enumerate(wants) if want)
