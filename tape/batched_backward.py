@@ -46,7 +46,7 @@ from .variable import Variable
 
 
 def run_batched_backward(handles: list, records: list, loss, turns: list | None = None,
-                         checked: bool = False) -> bool:
+                         checked: bool = False, layout=None) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
     did not run or wants no gradient): the loss computed (running the forward ops), then the
@@ -54,44 +54,24 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
     does not apply (where the forward does not batch, it also drops ``records``: the per-op
     path makes no units). ``turns``, a list, gets the forward's kernel calls, as
     ``_forward_batches`` gives them; ``checked``: every unit is known to apply (``_applies``
-    answered so for this graph in this state: ``tape.unit_schedule``)."""
+    answered so for this graph in this state: ``tape.unit_schedule``); ``layout``, a
+    ``unit_schedule.HandleLayout``: which handles each unit takes, found by this call once
+    and given out by it from then on."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     if not _forward_batches(loss, batching, turns):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
     units = []
     try:
-        for h, entry in zip(handles, records):
-            if entry is None:
-                continue
-            if type(entry) is tuple:
-                unit, row = entry
-                hs = unit.handles
-                if hs is None:
-                    if unit.sources is None:
-                        return False
-                    hs = unit.handles = [None] * unit.size
-                    units.append(unit)
-                hs[row] = h
-            else:   # (the unit itself: its rows in turn, ``units._place``)
-                hs = entry.handles
-                if hs is None:
-                    if entry.sources is None:
-                        return False
-                    hs = entry.handles = []
-                    units.append(entry)
-                hs.append(h)
-        seed = _seed(handles, records, loss)
-        if seed is None:
-            return False
-        if len(units) * 2 > len(handles):
-            return False    # (a loss computed before, by ops that did not batch)
-        if not checked:
-            for unit in units:
-                if not _applies(unit):
-                    return False
+        if layout is not None and layout.order is not None:
+            seed = layout.units(handles, records, units)
+        else:
+            seed = _units(handles, records, loss, units, checked)
+            if seed is None:
+                return False
+            if layout is not None:
+                layout.record(handles, units, seed)
         records.clear()
-        units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed
         d = loss.desc
         add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
@@ -122,6 +102,42 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
         total = g if leaf.grad is None else leaf.grad._value + g
         leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
     return True
+
+
+def _units(handles: list, records: list, loss, units: list, checked: bool):
+    """Fill ``units`` with the units of ``records`` that ran ops of ``handles``, each given
+    its handles (per row), in the order backward reaches them (reverse order of execution),
+    and return where the loss's gradient starts (``_seed``); None where the batched backward
+    does not apply (``checked``: every unit is known to)."""
+    for h, entry in zip(handles, records):
+        if entry is None:
+            continue
+        if type(entry) is tuple:
+            unit, row = entry
+            hs = unit.handles
+            if hs is None:
+                if unit.sources is None:
+                    return None
+                hs = unit.handles = [None] * unit.size
+                units.append(unit)
+            hs[row] = h
+        else:   # (the unit itself: its rows in turn, ``units._place``)
+            hs = entry.handles
+            if hs is None:
+                if entry.sources is None:
+                    return None
+                hs = entry.handles = []
+                units.append(entry)
+            hs.append(h)
+    seed = _seed(handles, records, loss)
+    if seed is None or len(units) * 2 > len(handles):
+        return None     # (the latter: a loss computed before, by ops that did not batch)
+    if not checked:
+        for unit in units:
+            if not _applies(unit):
+                return None
+    units.sort(key=_by_stamp, reverse=True)
+    return seed
 
 
 # How many of the ops ready first must share a signature for backward to go by units: the

@@ -1,0 +1,114 @@
+"""The batched backward of a cached unit graph (``tape.unit_schedule``): what its first cached
+run finds about the graph's units and gradient routes is given out by later runs, and every
+run's loss, gradients and held values stay bit for bit the uncached unit path's."""
+from operator import itemgetter
+
+import numpy as np
+import test_unit_schedule
+from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
+from test_unit_schedule import (
+    TREES,
+    assert_same,
+    forest_step,
+    sequences,
+    step,
+    uncached,
+    weights,
+)
+
+from tape import Variable, batched_backward, lazy_replay
+from tape.unit_schedule import UnitSchedule
+
+
+def the_schedule():
+    schedule, = next(e for e in lazy_replay._entries.values() if e).programs.values()
+    assert type(schedule) is UnitSchedule
+    return schedule
+
+
+def uncached_forest(params, seed):
+    saved = lazy_replay._entries, lazy_replay._seen
+    lazy_replay._entries, lazy_replay._seen = {}, set()
+    try:
+        return forest_step(params, TREES, seed)
+    finally:
+        lazy_replay._entries, lazy_replay._seen = saved
+
+
+def with_sample_grads(monkeypatch, run, *args):
+    """``run(*args)`` and the gradients of the samples' own leaves (each sequence, each tree
+    leaf's input: filed by its op's handle, so by row) as arrays."""
+    made = []
+
+    def noting(*a, **k):
+        made.append(Variable(*a, **k))
+        return made[-1]
+
+    monkeypatch.setattr(test_unit_schedule, "Variable", noting)
+    try:
+        got = run(*args)
+    finally:
+        monkeypatch.setattr(test_unit_schedule, "Variable", Variable)
+    grads = [v.grad.value().copy() for v in made if v.grad is not None]
+    assert len(grads) > 2
+    return got, grads
+
+
+def assert_same_grads(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+
+
+def counting(monkeypatch, module, name: str) -> list:
+    """Count calls of ``module.name`` (one True per call) in the returned list."""
+    calls, function = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(True)
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_units_take_their_handles_by_the_layout_the_first_cached_run_found(monkeypatch):
+    """The pass over every handle and record that gives each unit its handles, finds the
+    loss's op and orders the units runs on the uncached path and on the schedule's first
+    run; later runs take each unit's handles by record position."""
+    found = counting(monkeypatch, batched_backward, "_units")
+    params = weights()
+    for _ in range(2):      # (uncached; uncached, keeping its turns)
+        step(params, sequences(5))
+    assert len(found) == 2
+    before = lazy_replay.unit_replays
+    results = [with_sample_grads(monkeypatch, step, params, sequences(5, seed))
+               for seed in (1, 2, 3)]
+    assert lazy_replay.unit_replays == before + 3 and len(found) == 3
+    layout = the_schedule().layout
+    # (positions only: no handle, unit or value kept across steps)
+    assert all(type(first) is int and type(take) is itemgetter for first, take in layout.order)
+    assert all(type(n) is int for n in layout.seed)
+    for seed, (got, grads) in zip((1, 2, 3), results):
+        expected, expected_grads = with_sample_grads(monkeypatch, uncached, params,
+                                                     sequences(5, seed))
+        assert_same(got, expected)
+        assert_same_grads(grads, expected_grads)
+
+
+def test_a_forest_takes_its_handles_by_the_layout_too(monkeypatch):
+    """Batches of every size (a forest's depths: 1 to all leaves), each unit's handles spread
+    over the trees' stretches of the tape: bit for bit the uncached path, other data too."""
+    found = counting(monkeypatch, batched_backward, "_units")
+    params = weights() + weights(seed=5)[:1]
+    for _ in range(2):
+        forest_step(params, TREES)
+    before = lazy_replay.unit_replays
+    results = [with_sample_grads(monkeypatch, forest_step, params, TREES, seed)
+               for seed in (0, 1, 2)]
+    assert lazy_replay.unit_replays == before + 3 and len(found) == 3
+    for seed, (got, grads) in zip((0, 1, 2), results):
+        expected, expected_grads = with_sample_grads(monkeypatch, uncached_forest, params,
+                                                     seed)
+        assert_same(got, expected)
+        assert_same_grads(grads, expected_grads)
