@@ -112,3 +112,21 @@ def test_a_forest_takes_its_handles_by_the_layout_too(monkeypatch):
                                                      seed)
         assert_same(got, expected)
         assert_same_grads(grads, expected_grads)
+
+
+def test_a_forest_adds_gradient_rows_at_the_index_arrays_its_routes_keep():
+    """Where a batch of tree nodes hands gradient rows back to the several batches its
+    children came from, each target's way of adding them (``batched_grads.placement``: an
+    index array, made once, or a slice) is kept with the route and followed from then on:
+    bit for bit the uncached path, with other data too."""
+    params = weights() + weights(seed=5)[:1]
+    for _ in range(2):
+        forest_step(params, TREES)
+    results = [forest_step(params, TREES, seed) for seed in (0, 1, 2)]
+    routes = [r for turn in the_schedule().filings if turn for r in turn.values()]
+    places = [place for targets, _ in routes for _, place, _ in targets]
+    assert places and all(type(index) in (slice, np.ndarray, tuple, type(None))
+                          for _, _, index, _ in places)
+    assert any(type(index) is np.ndarray for _, _, index, _ in places)
+    for seed, got in zip((0, 1, 2), results):
+        assert_same(got, uncached_forest(params, seed))
