@@ -26,6 +26,8 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 """
 from __future__ import annotations
 
+from itertools import repeat
+
 from . import dtypes
 from .batch_rules import SHARED
 from .batched_grads import (
@@ -78,11 +80,13 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
                                                                     dtypes.to_numpy(d.dtype)))
         leaves, leaf_grads, other = {}, {}, {}
         invoke = batching.invoke
-        for unit in units:
+        kept = layout.kept if layout is not None and layout.order is not None else \
+            repeat(None)
+        for unit, filed in zip(units, kept):
             if other:
                 take_filed(unit, other)
             if unit.grads is not None:
-                _unit_backward(unit, leaves, leaf_grads, other, invoke)
+                _unit_backward(unit, leaves, leaf_grads, other, invoke, filed)
             _release(unit)
         units = ()
         # The handles go last, in reverse record order, as eager backward drops them: what
@@ -269,9 +273,11 @@ def _steps_supported(unit) -> bool:
     return ok
 
 
-def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) -> None:
+def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke,
+                   kept: dict | None) -> None:
     """Run the grad steps of ``unit`` on its arrays and output gradients, and file each input
-    gradient: rows into the units that produced them, or by variable."""
+    gradient: rows into the units that produced them, or by variable (``kept``: as
+    ``file_gradient`` keeps)."""
     hs = unit.handles
     h0 = hs[0] if hs[0] is not None else next(h for h in hs if h is not None)
     plan = unit.plan
@@ -292,14 +298,14 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
             out = result[n]
             if out is None:
                 continue
-            for j, kind, fslot, i in targets:
+            for j, kind, key in targets:
                 g = out[j] if duplicable else out
                 if g is None:
                     continue
                 if kind == TEMP:
-                    temps[fslot] = g
+                    temps[key] = g
                 else:
-                    file_gradient(unit, fslot, i, g, leaves, leaf_grads, other)
+                    file_gradient(unit, key, g, leaves, leaf_grads, other, kept)
 
 
 _programs: dict = {}
@@ -308,8 +314,8 @@ _programs: dict = {}
 def _program(plan, h0) -> tuple:
     """Per grad step of ``plan``: ``(step, inputs, outputs)``, the bindings written for a
     unit: inputs ``(slot, duplicable, ((kind, fslot, i, output index, index), ...))`` and the
-    wanted, kept outputs ``(n, duplicable, ((j, kind, fslot, i), ...))`` (made once per
-    plan)."""
+    wanted, kept outputs ``(n, duplicable, ((j, kind, key), ...))``, ``key`` the input
+    ``(fslot, i)`` a gradient goes to, or the temporary ``fslot`` (made once per plan)."""
     steps = []
     for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
         ins = []
@@ -319,7 +325,7 @@ def _program(plan, h0) -> tuple:
         outs = []
         for n, (slot, duplicable, bound) in enumerate(p.outs):
             if slot in p.wants:
-                targets = tuple((j, kind, fslot, i)
+                targets = tuple((j, kind, fslot if kind == TEMP else (fslot, i))
                                 for j, (kind, fslot, i, kept) in enumerate(bound) if kept)
                 if targets:
                     outs.append((n, duplicable, targets))

@@ -64,31 +64,45 @@ def whole_spec(unit, k: int, j: int) -> tuple:
     return shape, dtype
 
 
-def file_gradient(unit, fslot: str, i: int, g, leaves: dict, leaf_grads: dict, other: dict) -> None:
-    """File input gradient ``g`` of the unit's input ``fslot[i]`` (whole-batch rows, or the
-    summed gradient of a shared input) piece by piece."""
-    pieces = unit.sources[(fslot, i)]
+def file_gradient(unit, key: tuple, g, leaves: dict, leaf_grads: dict, other: dict,
+                  kept: dict | None = None) -> None:
+    """File input gradient ``g`` of the unit's input ``key`` (``(slot, index)``: whole-batch
+    rows, or the summed gradient of a shared input) piece by piece. ``kept``, where a
+    schedule keeps one per unit (``unit_schedule.HandleLayout``), takes what its first run
+    found for a gradient of one piece (its ``placement``, or a shared variable's entry
+    position), followed from then on; routes of several pieces go to ``Unit.filings``."""
+    pieces = unit.sources[key]
     # One piece: rows of one unit's output, or the array given to a unit's one op or shared
     # by all its ops (else an array given to each op of a batch is a piece of its own)
     if len(pieces) == 1:
+        found = None if kept is None else kept.get(key)
         piece = pieces[0]
-        if piece[0] is not None:
-            add_rows(piece[0], piece[1], piece[2], piece[3], g, unit.stacked)
+        target = piece[0]
+        if target is not None:
+            if found is None:
+                found = placement(target, piece[1], piece[2], piece[3], unit.stacked)
+                if kept is not None:
+                    kept[key] = found
+            add_placed(target, piece[1], piece[2], found, g)
         else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
             h = unit.handles[0]
             if h is None:
                 h = next(h for h in unit.handles if h is not None)
-            _file_by_variable(handle_entry(h, 0, fslot, i), g, leaves, leaf_grads, other)
+            if found is None:
+                found = entry_position(h.plan, 0, *key)
+                if kept is not None:
+                    kept[key] = found
+            _file_by_variable(h.entries[found], g, leaves, leaf_grads, other)
         return
     filings = unit.filings
-    if filings is None:
-        targets, singles = _route(unit, pieces, g)
-    else:
-        route = filings.get((fslot, i))
-        if route is None:
-            route = filings[(fslot, i)] = _route(unit, pieces, g)
-        targets, singles = route
+    route = None if filings is None else filings.get(key)
+    if route is None:
+        route = _route(unit, pieces, g)
+        if filings is not None:
+            filings[key] = route
+    targets, singles = route
     handles, reached = unit.handles, unit.reached
+    fslot, i = key
     for row, rows in singles:
         h = handles[row]    # (None: an op of the batch another tape recorded)
         if row in reached and h is not None:
@@ -142,7 +156,7 @@ def _route(unit, pieces: list, g) -> tuple:
             if per_op > 1:
                 part = (part[:, None] + np.arange(per_op)).ravel()
         piece = pieces[at]
-        route.append((at, placement(piece[0], rows, unit.stacked), part))
+        route.append((at, placement(piece[0], piece[1], piece[2], rows, unit.stacked), part))
     return route, singles
 
 
@@ -179,7 +193,7 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
     """Add ``g``, the gradient of rows ``rows`` (op places, in order, maybe repeated) of the
     unit's output ``k`` (index ``j``) concatenated (``reshape``: or stacked, as a stacked
     batch's input gradient is), to the unit's gradient of that output."""
-    add_placed(unit, k, j, placement(unit, rows, reshape), g)
+    add_placed(unit, k, j, placement(unit, k, j, rows, reshape), g)
 
 
 # How a placement adds its gradient (``placement``): as the whole output's (the first part
@@ -189,21 +203,23 @@ def add_rows(unit, k: int, j: int, rows: list, g, reshape: bool = False) -> None
 WHOLE, SUMMED, AT, ADD_AT, OP_RUN, BLOCKS, BLOCKS_ADD_AT = range(7)
 
 
-def placement(unit, rows: list, reshape: bool = False) -> tuple:
-    """How ``add_rows`` adds a gradient of rows ``rows`` of an output of ``unit``:
-    ``(rows, how, index, reshape)``, ``how`` one of ``WHOLE``... (above) and ``reshape``
-    whether the gradient is first made the whole output's shape (``WHOLE``, ``SUMMED``) or
-    rows of it (``AT``, ``ADD_AT``). Fixed by the unit's batch and ``rows``: a schedule's
-    routes keep it (``_route``), index arrays made once."""
+def placement(unit, k: int, j: int, rows: list, reshape: bool = False) -> tuple:
+    """How ``add_rows`` adds a gradient of rows ``rows`` of the unit's output ``k`` (index
+    ``j``): ``(rows, how, index, shape)``, ``how`` one of ``WHOLE``... (above) and
+    ``shape`` what the gradient is made first: the whole output's shape (``WHOLE``,
+    ``SUMMED``; None: as it is), or for ``AT`` and ``ADD_AT`` whether it is made rows of
+    it. Fixed by the unit's batch and ``rows``: a schedule's filings keep it
+    (``file_gradient``), index arrays made once."""
     size = unit.size
     count = len(rows)
     if size == 1:
         if count > 1:   # (one value read by several ops of a batch: their parts, summed)
-            return rows, SUMMED, (count, -1), True
-        return rows, WHOLE, None, reshape
+            return rows, SUMMED, (count, -1), whole_spec(unit, k, j)[0]
+        return rows, WHOLE, None, whole_spec(unit, k, j)[0] if reshape else None
     in_order = in_order_of(size)
     if count == size and rows == in_order:
-        return rows, WHOLE, None, reshape or unit.stacked
+        return rows, WHOLE, None, \
+            whole_spec(unit, k, j)[0] if reshape or unit.stacked else None
     first = rows[0]
     offsets = unit.offsets
     run = rows == in_order[first:first + count]
@@ -213,16 +229,16 @@ def placement(unit, rows: list, reshape: bool = False) -> tuple:
         how = AT if len(set(rows)) == count else ADD_AT
         return rows, how, row_index(offsets, rows), reshape
     if run and not (reshape or unit.stacked):   # (``g``: the run's rows, as the whole's)
-        return rows, OP_RUN, (first, count), False
+        return rows, OP_RUN, (first, count), None
     if run:     # (op ``i``'s rows: block ``i``)
-        return rows, BLOCKS, slice(first, first + count), False
+        return rows, BLOCKS, slice(first, first + count), None
     how = BLOCKS if len(set(rows)) == count else BLOCKS_ADD_AT
-    return rows, how, np.array(rows, np.intp), False
+    return rows, how, np.array(rows, np.intp), None
 
 
 def add_placed(unit, k: int, j: int, place: tuple, g) -> None:
     """``add_rows`` of a gradient ``g`` of the rows ``placement`` found ``place`` for."""
-    rows, how, index, reshape = place
+    rows, how, index, shape = place
     grads = unit.grads
     if grads is None:
         grads = unit.grads = {}
@@ -233,19 +249,19 @@ def add_placed(unit, k: int, j: int, place: tuple, g) -> None:
     if how <= SUMMED:
         if how == SUMMED:
             g = g.reshape(index).sum(axis=0)
-        if reshape:
-            g = g.reshape(whole_spec(unit, k, j)[0])
+        if shape is not None:
+            g = g.reshape(shape)
         _add(grads, key, g)
         return
     entry = grads.get(key)
     if entry is None or not entry[1]:
-        shape, dtype = whole_spec(unit, k, j)
-        total = unit.plan.place.array_module().zeros(shape, dtypes.to_numpy(dtype)) \
+        whole, dtype = whole_spec(unit, k, j)
+        total = unit.plan.place.array_module().zeros(whole, dtypes.to_numpy(dtype)) \
             if entry is None else entry[0].copy()
         entry = grads[key] = [total, True]
     total = entry[0]
     if how <= ADD_AT:
-        if reshape:
+        if shape:
             g = g.reshape((-1,) + total.shape[1:])
         if how == AT:
             total[index] += g

@@ -71,13 +71,14 @@ class HandleLayout:
     loss's op and a sort) and given out from then on, one slice or ``itemgetter`` call per
     unit."""
 
-    __slots__ = ("order", "seed")
+    __slots__ = ("order", "seed", "kept")
 
     def __init__(self):
         # per unit, in the order backward reaches them: (its first record position, what
-        # takes its handles from the tape's) ; the seed: (its unit's place in ``order``,
-        # output slot index, index, row)
-        self.order = self.seed = None
+        # takes its handles from the tape's); the seed: (its unit's place in ``order``,
+        # output slot index, index, row); per unit, where its one-piece input gradients go
+        # (``batched_grads.file_gradient``), found by the first run's backward
+        self.order = self.seed = self.kept = None
 
     def record(self, handles: list, units: list, seed: tuple) -> None:
         """Keep how ``units`` (``batched_backward._units``: their handles given, in
@@ -99,6 +100,7 @@ class HandleLayout:
         unit, k, j, row = seed
         self.seed = (units.index(unit), k, j, row)
         self.order = order
+        self.kept = [{} for _ in order]
 
     def units(self, handles: list, records: list, units: list) -> tuple:
         """Fill ``units`` as ``record`` found them, from this run's ``records`` (each unit

@@ -16,7 +16,7 @@ from test_unit_schedule import (
     weights,
 )
 
-from tape import Variable, batched_backward, lazy_replay
+from tape import Variable, batched_backward, batched_grads, lazy_replay
 from tape.unit_schedule import UnitSchedule
 
 
@@ -130,3 +130,29 @@ def test_a_forest_adds_gradient_rows_at_the_index_arrays_its_routes_keep():
     assert any(type(index) is np.ndarray for _, _, index, _ in places)
     for seed, got in zip((0, 1, 2), results):
         assert_same(got, uncached_forest(params, seed))
+
+
+def test_one_piece_gradients_go_where_the_first_cached_run_found(monkeypatch):
+    """A gradient of one piece goes into one earlier unit's rows (by a kept ``placement``)
+    or to the variable every op of the batch shares (by the entry position kept per unit);
+    found on the schedule's first run only, then followed: bit for bit the uncached path,
+    the sequences' own gradients too."""
+    found = counting(monkeypatch, batched_grads, "placement")
+    params = weights()
+    for _ in range(2):
+        step(params, sequences(5))
+    uncached_calls = len(found)
+    step(params, sequences(5, 2))
+    first_run = len(found) - uncached_calls
+    assert first_run > 4
+    results = [with_sample_grads(monkeypatch, step, params, sequences(5, seed))
+               for seed in (3, 4)]
+    assert len(found) == uncached_calls + first_run + 2     # (the loss's seed, per run)
+    kept = [v for per_unit in the_schedule().layout.kept for v in per_unit.values()]
+    assert any(type(v) is int for v in kept)        # (the weights' entry positions)
+    assert any(type(v) is tuple and v[1] == batched_grads.WHOLE for v in kept)
+    for seed, (got, grads) in zip((3, 4), results):
+        expected, expected_grads = with_sample_grads(monkeypatch, uncached, params,
+                                                     sequences(5, seed))
+        assert_same(got, expected)
+        assert_same_grads(grads, expected_grads)
