@@ -82,7 +82,7 @@ def file_gradient(unit, key: tuple, g, leaves: dict, leaf_grads: dict, other: di
             if found is None:
                 found = placement(target, piece[1], piece[2], piece[3], unit.stacked)
                 if kept is not None:
-                    kept[key] = found
+                    found = kept[key] = _kept(found)
             add_placed(target, piece[1], piece[2], found, g)
         else:   # (the variable every op shares, ``_applies`` checked: any handle's entry)
             h = unit.handles[0]
@@ -156,7 +156,8 @@ def _route(unit, pieces: list, g) -> tuple:
             if per_op > 1:
                 part = (part[:, None] + np.arange(per_op)).ravel()
         piece = pieces[at]
-        route.append((at, placement(piece[0], piece[1], piece[2], rows, unit.stacked), part))
+        place = placement(piece[0], piece[1], piece[2], rows, unit.stacked)
+        route.append((at, place if unit.filings is None else _kept(place), part))
     return route, singles
 
 
@@ -207,9 +208,10 @@ def placement(unit, k: int, j: int, rows: list, reshape: bool = False) -> tuple:
     """How ``add_rows`` adds a gradient of rows ``rows`` of the unit's output ``k`` (index
     ``j``): ``(rows, how, index, shape)``, ``how`` one of ``WHOLE``... (above) and
     ``shape`` what the gradient is made first: the whole output's shape (``WHOLE``,
-    ``SUMMED``; None: as it is), or for ``AT`` and ``ADD_AT`` whether it is made rows of
-    it. Fixed by the unit's batch and ``rows``: a schedule's filings keep it
-    (``file_gradient``), index arrays made once."""
+    ``SUMMED``; None: as it is), one block per row (``BLOCKS``...), or for ``AT`` and
+    ``ADD_AT`` whether it is made rows of the whole. Fixed by the unit's batch and
+    ``rows``: a schedule keeps it (``file_gradient``, ``_route``), index arrays made once
+    and ``rows`` made a frozenset (``_kept``)."""
     size = unit.size
     count = len(rows)
     if size == 1:
@@ -231,9 +233,15 @@ def placement(unit, k: int, j: int, rows: list, reshape: bool = False) -> tuple:
     if run and not (reshape or unit.stacked):   # (``g``: the run's rows, as the whole's)
         return rows, OP_RUN, (first, count), None
     if run:     # (op ``i``'s rows: block ``i``)
-        return rows, BLOCKS, slice(first, first + count), None
+        return rows, BLOCKS, slice(first, first + count), (count, -1)
     how = BLOCKS if len(set(rows)) == count else BLOCKS_ADD_AT
-    return rows, how, np.array(rows, np.intp), None
+    return rows, how, np.array(rows, np.intp), (count, -1)
+
+
+def _kept(place: tuple) -> tuple:
+    """``place`` as a schedule keeps it: its rows a frozenset, which a unit's ``reached``
+    set takes in half the time of a list (16 rows: 0.31 against 0.64 us)."""
+    return (frozenset(place[0]),) + place[1:]
 
 
 def add_placed(unit, k: int, j: int, place: tuple, g) -> None:
@@ -273,7 +281,7 @@ def add_placed(unit, k: int, j: int, place: tuple, g) -> None:
         total[first * per_op:(first + count) * per_op] += g
     else:
         blocks = total.reshape((unit.size, -1))
-        g = g.reshape((len(rows), -1))
+        g = g.reshape(shape)
         if how == BLOCKS:
             blocks[index] += g
         else:

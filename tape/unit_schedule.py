@@ -69,7 +69,8 @@ class HandleLayout:
     records as before: ``units._place``). Found by the schedule's first run
     (``batched_backward._units``: a pass over every handle and record, a search for the
     loss's op and a sort) and given out from then on, one slice or ``itemgetter`` call per
-    unit."""
+    unit. Per unit it also keeps where each input gradient of one piece goes, found by
+    that run's backward (``batched_grads.file_gradient``)."""
 
     __slots__ = ("order", "seed", "kept")
 
@@ -82,13 +83,11 @@ class HandleLayout:
 
     def record(self, handles: list, units: list, seed: tuple) -> None:
         """Keep how ``units`` (``batched_backward._units``: their handles given, in
-        backward's order) took their handles from ``handles``, and ``seed``; nothing where a
-        unit has a row with no handle here (an op another tape recorded)."""
+        backward's order) took their handles from ``handles`` (every op of a turn is on
+        this tape: the walker checked it), and ``seed``."""
         where = {id(h): p for p, h in enumerate(handles)}
         order = []
         for unit in units:
-            if None in unit.handles:
-                return
             positions = [where[id(h)] for h in unit.handles]
             first, count = positions[0], len(positions)
             step = positions[1] - first if count > 1 else 1
@@ -98,9 +97,9 @@ class HandleLayout:
                 take = itemgetter(*positions)
             order.append((first, take))
         unit, k, j, row = seed
-        self.seed = (units.index(unit), k, j, row)
-        self.order = order
         self.kept = [{} for _ in order]
+        self.seed = (units.index(unit), k, j, row)
+        self.order = order      # (last: another thread's backward reads it first)
 
     def units(self, handles: list, records: list, units: list) -> tuple:
         """Fill ``units`` as ``record`` found them, from this run's ``records`` (each unit

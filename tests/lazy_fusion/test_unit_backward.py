@@ -156,3 +156,19 @@ def test_one_piece_gradients_go_where_the_first_cached_run_found(monkeypatch):
                                                      sequences(5, seed))
         assert_same(got, expected)
         assert_same_grads(grads, expected_grads)
+
+
+def test_kept_placements_hold_their_rows_as_frozensets():
+    """A kept placement's rows (which rows of the target unit its gradient reaches) are a
+    frozenset, which the unit's ``reached`` set takes faster than a list; a row that some
+    gradient reached decides whether an array given to that op gets its part (the
+    forest's leaves: compared in ``test_a_forest_takes_its_handles_by_the_layout_too``)."""
+    params = weights() + weights(seed=5)[:1]
+    for _ in range(3):
+        forest_step(params, TREES)
+    schedule = the_schedule()
+    kept = [v for per_unit in schedule.layout.kept for v in per_unit.values()
+            if type(v) is tuple]
+    routes = [r for turn in schedule.filings if turn for r in turn.values()]
+    places = kept + [place for targets, _ in routes for _, place, _ in targets]
+    assert kept and places and all(type(rows) is frozenset for rows, _, _, _ in places)
