@@ -21,12 +21,14 @@ from tape.unit_schedule import UnitSchedule
 
 
 def the_schedule():
+    """The one UnitSchedule the test's graph made."""
     schedule, = next(e for e in lazy_replay._entries.values() if e).programs.values()
     assert type(schedule) is UnitSchedule
     return schedule
 
 
 def uncached_forest(params, seed):
+    """``forest_step`` of ``TREES`` by the uncached unit path."""
     saved = lazy_replay._entries, lazy_replay._seen
     lazy_replay._entries, lazy_replay._seen = {}, set()
     try:
@@ -54,9 +56,13 @@ def with_sample_grads(monkeypatch, run, *args):
     return got, grads
 
 
-def assert_same_grads(got, expected):
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+def assert_same_as(monkeypatch, result, run, *args):
+    """``result`` (``with_sample_grads``'s) bit for bit that of ``run(*args)``."""
+    (got, grads), (expected, expected_grads) = result, with_sample_grads(monkeypatch, run,
+                                                                         *args)
+    assert_same(got, expected)
+    assert len(grads) == len(expected_grads)
+    for g, e in zip(grads, expected_grads):
         np.testing.assert_array_equal(g, e)
 
 
@@ -89,11 +95,8 @@ def test_units_take_their_handles_by_the_layout_the_first_cached_run_found(monke
     # (positions only: no handle, unit or value kept across steps)
     assert all(type(first) is int and type(take) is itemgetter for first, take in layout.order)
     assert all(type(n) is int for n in layout.seed)
-    for seed, (got, grads) in zip((1, 2, 3), results):
-        expected, expected_grads = with_sample_grads(monkeypatch, uncached, params,
-                                                     sequences(5, seed))
-        assert_same(got, expected)
-        assert_same_grads(grads, expected_grads)
+    for seed, result in zip((1, 2, 3), results):
+        assert_same_as(monkeypatch, result, uncached, params, sequences(5, seed))
 
 
 def test_a_forest_takes_its_handles_by_the_layout_too(monkeypatch):
@@ -107,11 +110,8 @@ def test_a_forest_takes_its_handles_by_the_layout_too(monkeypatch):
     results = [with_sample_grads(monkeypatch, forest_step, params, TREES, seed)
                for seed in (0, 1, 2)]
     assert lazy_replay.unit_replays == before + 3 and len(found) == 3
-    for seed, (got, grads) in zip((0, 1, 2), results):
-        expected, expected_grads = with_sample_grads(monkeypatch, uncached_forest, params,
-                                                     seed)
-        assert_same(got, expected)
-        assert_same_grads(grads, expected_grads)
+    for seed, result in zip((0, 1, 2), results):
+        assert_same_as(monkeypatch, result, uncached_forest, params, seed)
 
 
 def test_a_forest_adds_gradient_rows_at_the_index_arrays_its_routes_keep():
@@ -151,11 +151,8 @@ def test_one_piece_gradients_go_where_the_first_cached_run_found(monkeypatch):
     kept = [v for per_unit in the_schedule().layout.kept for v in per_unit.values()]
     assert any(type(v) is int for v in kept)        # (the weights' entry positions)
     assert any(type(v) is tuple and v[1] == batched_grads.WHOLE for v in kept)
-    for seed, (got, grads) in zip((3, 4), results):
-        expected, expected_grads = with_sample_grads(monkeypatch, uncached, params,
-                                                     sequences(5, seed))
-        assert_same(got, expected)
-        assert_same_grads(grads, expected_grads)
+    for seed, result in zip((3, 4), results):
+        assert_same_as(monkeypatch, result, uncached, params, sequences(5, seed))
 
 
 def test_kept_placements_hold_their_rows_as_frozensets():
