@@ -26,6 +26,8 @@ off, which must stay bit for bit eager) goes through ``tape.lazy_backward``'s pe
 """
 from __future__ import annotations
 
+from itertools import repeat
+
 from . import dtypes
 from .batch_rules import SHARED
 from .batched_grads import (
@@ -46,7 +48,7 @@ from .variable import Variable
 
 
 def run_batched_backward(handles: list, records: list, loss, turns: list | None = None,
-                         checked: bool = False) -> bool:
+                         checked: bool = False, layout=None) -> bool:
     """Backward of ``loss`` over a lazy tape's ``handles`` and, in the same order, where their
     ops ran (``records``: its unit, or ``(unit, row)``, ``units._place``; None for an op that
     did not run or wants no gradient): the loss computed (running the forward ops), then the
@@ -54,55 +56,37 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
     does not apply (where the forward does not batch, it also drops ``records``: the per-op
     path makes no units). ``turns``, a list, gets the forward's kernel calls, as
     ``_forward_batches`` gives them; ``checked``: every unit is known to apply (``_applies``
-    answered so for this graph in this state: ``tape.unit_schedule``)."""
+    answered so for this graph in this state: ``tape.unit_schedule``); ``layout``, a
+    ``unit_schedule.HandleLayout``: which handles each unit takes, found by this call once
+    and given out by it from then on."""
     from . import batching  # (whose ``invoke`` runs every kernel of a lazy execution)
     if not _forward_batches(loss, batching, turns):
         records.clear()     # (the per-op path needs no units of the forward ops it runs)
         return False
     units = []
     try:
-        for h, entry in zip(handles, records):
-            if entry is None:
-                continue
-            if type(entry) is tuple:
-                unit, row = entry
-                hs = unit.handles
-                if hs is None:
-                    if unit.sources is None:
-                        return False
-                    hs = unit.handles = [None] * unit.size
-                    units.append(unit)
-                hs[row] = h
-            else:   # (the unit itself: its rows in turn, ``units._place``)
-                hs = entry.handles
-                if hs is None:
-                    if entry.sources is None:
-                        return False
-                    hs = entry.handles = []
-                    units.append(entry)
-                hs.append(h)
-        seed = _seed(handles, records, loss)
-        if seed is None:
-            return False
-        if len(units) * 2 > len(handles):
-            return False    # (a loss computed before, by ops that did not batch)
-        if not checked:
-            for unit in units:
-                if not _applies(unit):
-                    return False
+        if layout is not None and layout.order is not None:
+            seed = layout.units(handles, records, units)
+        else:
+            seed = _units(handles, records, loss, units, checked)
+            if seed is None:
+                return False
+            if layout is not None:
+                layout.record(handles, units, seed)
         records.clear()
-        units.sort(key=_by_stamp, reverse=True)
         unit, k, j, row = seed
         d = loss.desc
         add_rows(unit, k, j, [row], loss.place.array_module().ones(d.shape,
                                                                     dtypes.to_numpy(d.dtype)))
         leaves, leaf_grads, other = {}, {}, {}
         invoke = batching.invoke
-        for unit in units:
+        kept = layout.kept if layout is not None and layout.order is not None else \
+            repeat(None)
+        for unit, filed in zip(units, kept):
             if other:
                 take_filed(unit, other)
             if unit.grads is not None:
-                _unit_backward(unit, leaves, leaf_grads, other, invoke)
+                _unit_backward(unit, leaves, leaf_grads, other, invoke, filed)
             _release(unit)
         units = ()
         # The handles go last, in reverse record order, as eager backward drops them: what
@@ -122,6 +106,42 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
         total = g if leaf.grad is None else leaf.grad._value + g
         leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
     return True
+
+
+def _units(handles: list, records: list, loss, units: list, checked: bool):
+    """Fill ``units`` with the units of ``records`` that ran ops of ``handles``, each given
+    its handles (per row), in the order backward reaches them (reverse order of execution),
+    and return where the loss's gradient starts (``_seed``); None where the batched backward
+    does not apply (``checked``: every unit is known to)."""
+    for h, entry in zip(handles, records):
+        if entry is None:
+            continue
+        if type(entry) is tuple:
+            unit, row = entry
+            hs = unit.handles
+            if hs is None:
+                if unit.sources is None:
+                    return None
+                hs = unit.handles = [None] * unit.size
+                units.append(unit)
+            hs[row] = h
+        else:   # (the unit itself: its rows in turn, ``units._place``)
+            hs = entry.handles
+            if hs is None:
+                if entry.sources is None:
+                    return None
+                hs = entry.handles = []
+                units.append(entry)
+            hs.append(h)
+    seed = _seed(handles, records, loss)
+    if seed is None or len(units) * 2 > len(handles):
+        return None     # (the latter: a loss computed before, by ops that did not batch)
+    if not checked:
+        for unit in units:
+            if not _applies(unit):
+                return None
+    units.sort(key=_by_stamp, reverse=True)
+    return seed
 
 
 # How many of the ops ready first must share a signature for backward to go by units: the
@@ -253,9 +273,11 @@ def _steps_supported(unit) -> bool:
     return ok
 
 
-def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) -> None:
+def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke,
+                   kept: dict | None) -> None:
     """Run the grad steps of ``unit`` on its arrays and output gradients, and file each input
-    gradient: rows into the units that produced them, or by variable."""
+    gradient: rows into the units that produced them, or by variable (``kept``: as
+    ``file_gradient`` keeps)."""
     hs = unit.handles
     h0 = hs[0] if hs[0] is not None else next(h for h in hs if h is not None)
     plan = unit.plan
@@ -276,14 +298,14 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke) ->
             out = result[n]
             if out is None:
                 continue
-            for j, kind, fslot, i in targets:
+            for j, kind, key in targets:
                 g = out[j] if duplicable else out
                 if g is None:
                     continue
                 if kind == TEMP:
-                    temps[fslot] = g
+                    temps[key] = g
                 else:
-                    file_gradient(unit, fslot, i, g, leaves, leaf_grads, other)
+                    file_gradient(unit, key, g, leaves, leaf_grads, other, kept)
 
 
 _programs: dict = {}
@@ -292,8 +314,8 @@ _programs: dict = {}
 def _program(plan, h0) -> tuple:
     """Per grad step of ``plan``: ``(step, inputs, outputs)``, the bindings written for a
     unit: inputs ``(slot, duplicable, ((kind, fslot, i, output index, index), ...))`` and the
-    wanted, kept outputs ``(n, duplicable, ((j, kind, fslot, i), ...))`` (made once per
-    plan)."""
+    wanted, kept outputs ``(n, duplicable, ((j, kind, key), ...))``, ``key`` the input
+    ``(fslot, i)`` a gradient goes to, or the temporary ``fslot`` (made once per plan)."""
     steps = []
     for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
         ins = []
@@ -303,7 +325,7 @@ def _program(plan, h0) -> tuple:
         outs = []
         for n, (slot, duplicable, bound) in enumerate(p.outs):
             if slot in p.wants:
-                targets = tuple((j, kind, fslot, i)
+                targets = tuple((j, kind, fslot if kind == TEMP else (fslot, i))
                                 for j, (kind, fslot, i, kept) in enumerate(bound) if kept)
                 if targets:
                     outs.append((n, duplicable, targets))

@@ -13,6 +13,8 @@ run recorded. A schedule holds no value and no op, only positions (and index arr
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 from . import fusion_steps
 from .batched_backward import run_batched_backward
 from .batching import run_turns
@@ -25,7 +27,7 @@ class UnitSchedule:
     ``min_elements`` could join fused groups (``fusion_steps.MIN_ELEMENTS``: with another
     threshold the agenda may decide otherwise, so the schedule does not run)."""
 
-    __slots__ = ("turns", "recipes", "filings", "min_elements")
+    __slots__ = ("turns", "recipes", "filings", "min_elements", "layout")
 
     def __init__(self, turns: list, places: dict):
         """``turns`` as ``batched_backward._forward_batches`` gives them (record positions),
@@ -39,6 +41,7 @@ class UnitSchedule:
         # (``Unit.filings``: op places and index arrays), recorded by the first run too
         self.filings = [{} if type(turn) is tuple else None for turn in turns]
         self.min_elements = fusion_steps.MIN_ELEMENTS
+        self.layout = HandleLayout()    # (found by the first run's backward too)
 
     def run(self, ops: list, handles: list, records: list, loss) -> bool:
         """Backward of ``loss`` over ``handles`` (``records``, as for
@@ -56,4 +59,55 @@ class UnitSchedule:
         loss._lazy = None
         # (whether each unit's backward can run as one follows from the graph and its
         # state, which the walker checked: ``_applies`` said so when the schedule was made)
-        return run_batched_backward(handles, records, loss, checked=True)
+        return run_batched_backward(handles, records, loss, checked=True, layout=self.layout)
+
+
+class HandleLayout:
+    """Which handles each unit of a schedule's batched backward takes, and where the loss's
+    gradient starts: the graph the walker checked fixes both, as it fixes the kept turns
+    (each turn's ops at the same record positions, so each unit is filed in the tape's
+    records as before: ``units._place``). Found by the schedule's first run
+    (``batched_backward._units``: a pass over every handle and record, a search for the
+    loss's op and a sort) and given out from then on, one slice or ``itemgetter`` call per
+    unit. Per unit it also keeps where each input gradient of one piece goes, found by
+    that run's backward (``batched_grads.file_gradient``)."""
+
+    __slots__ = ("order", "seed", "kept")
+
+    def __init__(self):
+        # per unit, in the order backward reaches them: (its first record position, what
+        # takes its handles from the tape's); the seed: (its unit's place in ``order``,
+        # output slot index, index, row); per unit, where its one-piece input gradients go
+        # (``batched_grads.file_gradient``), found by the first run's backward
+        self.order = self.seed = self.kept = None
+
+    def record(self, handles: list, units: list, seed: tuple) -> None:
+        """Keep how ``units`` (``batched_backward._units``: their handles given, in
+        backward's order) took their handles from ``handles`` (every op of a turn is on
+        this tape: the walker checked it), and ``seed``."""
+        where = {id(h): p for p, h in enumerate(handles)}
+        order = []
+        for unit in units:
+            positions = [where[id(h)] for h in unit.handles]
+            first, count = positions[0], len(positions)
+            step = positions[1] - first if count > 1 else 1
+            if step > 0 and positions == list(range(first, first + step * count, step)):
+                take = itemgetter(slice(first, first + step * count, step))
+            else:
+                take = itemgetter(*positions)
+            order.append((first, take))
+        unit, k, j, row = seed
+        self.kept = [{} for _ in order]
+        self.seed = (units.index(unit), k, j, row)
+        self.order = order      # (last: another thread's backward reads it first)
+
+    def units(self, handles: list, records: list, units: list) -> tuple:
+        """Fill ``units`` as ``record`` found them, from this run's ``records`` (each unit
+        itself at its first record position: a turn's ops are on this tape in record order)
+        and ``handles``; return the seed."""
+        for first, take in self.order:
+            unit = records[first]
+            unit.handles = take(handles)
+            units.append(unit)
+        at, k, j, row = self.seed
+        return units[at], k, j, row
