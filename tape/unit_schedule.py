@@ -34,8 +34,8 @@ class UnitSchedule:
         named by ``places`` (record position -> the walker's place)."""
         self.turns = [places[turn] if type(turn) is int else tuple(places[p] for p in turn)
                       for turn in turns]
-        # per batch, where its inputs' rows come from (``batch_inputs.column``): lists of
-        # places, recorded by the schedule's first run
+        # per batch, where its inputs' rows come from (``batch_inputs.column``) and what
+        # else its first run found: a ``batch_inputs.BatchRecipes`` from that run on
         self.recipes = [{} if type(turn) is tuple else None for turn in turns]
         # per batch, where the gradients of its inputs read in several pieces go
         # (``Unit.filings``: op places and index arrays), recorded by the first run too
