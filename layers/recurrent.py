@@ -123,20 +123,20 @@ class _Cell(Layer):
         """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
-    def _recorded(self, x: Variable, *state: Variable):
-        """The cell's equations (``_equations``) on ``x`` and ``state``, checked (``_check``):
-        on a lazy tape as ONE op (a ``tape.function`` of them, which checks a signature once),
-        so that the calls of one time step of many sequences run as one batched call, forward
-        and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
-        made again when one of them is replaced."""
+    def _recorded(self, *args: Variable):
+        """The cell's equations (``_equations``) on ``args`` (``x`` and the state), checked
+        (``_check``): on a lazy tape as ONE op (a ``tape.function`` of them, which checks a
+        signature once), so that the calls of one time step of many sequences run as one
+        batched call, forward and backward; elsewhere op by op. The trace captures the
+        parameters it finds, so it is made again when one of them is replaced."""
         t = tape.get_global_tape()
         if type(t) is not tape.LazyTape:
-            self._check(x, *state)
-            return self._equations(x, *state)
+            self._check(*args)
+            return self._equations(*args)
         traced = self._traced
         if traced is None or not traced.serves(self):
-            traced = self._traced = _TracedStep(self, 1 + len(state))
-        return traced.call(traced.function, t, x, *state)
+            traced = self._traced = _TracedStep(self, len(args))
+        return traced.call(traced.function, t, args)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "

@@ -16,7 +16,6 @@ from . import place as _places
 from .attr_signature import is_exact, listed_signature, signature
 from .desc import VarDesc
 from .dispatch import infer, invoke
-from .errors import InvalidArgumentError
 from .place import CPU
 from .runner_checks import (
     check_stale,
@@ -207,14 +206,14 @@ def made_lines(info, single: bool, recorded: bool, parts: list | None = None,
     return lines + ["    " + line for line in tail] + ["        return produced"]
 
 
-def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> list:
+def variable_lines(indent: str, value: str, recorded: bool, made: str = "m",
+                   flows: bool = False) -> list:
     """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
-    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows)."""
-    described = (["d.shape, d.dtype, d.stop_gradient = " + made,
-                  "if not grad_flows:",
-                  "    d.stop_gradient = True"] if recorded else
-                 ["d.shape, d.dtype, stop_gradient = " + made,
-                  "d.stop_gradient = True"])
+    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows);
+    ``flows``: recorded where a gradient is known to flow (made's stop_gradient as it is)."""
+    described = ["d.shape, d.dtype, d.stop_gradient = " + made] + (
+        [] if flows else ["if not grad_flows:", "    d.stop_gradient = True"]) if recorded else \
+        ["d.shape, d.dtype, stop_gradient = " + made, "d.stop_gradient = True"]
     return [indent + line for line in (
         "d = new(VarDesc)",
         "d._name = None",
@@ -394,7 +393,3 @@ def named_outputs(plan, outputs: dict | None) -> dict:
             outputs[slot] = [new_variable(VarDesc.temporary(shape, dtype, True), None, 0)
                              for shape, dtype in spec]
     return outputs
-
-
-def no_value(info, name: str, desc) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
