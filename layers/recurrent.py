@@ -95,11 +95,6 @@ class _TracedStep:
         self.function.name = cell._prefix
         self.call = self.function.written_call(arguments)
 
-    def serves(self, cell) -> bool:
-        """Whether ``cell`` still holds the parameters this was made for."""
-        return (self.weight_ih is cell.weight_ih and self.weight_hh is cell.weight_hh
-                and self.bias_ih is cell.bias_ih and self.bias_hh is cell.bias_hh)
-
 
 class _Cell(Layer):
     """What LSTMCell and GRUCell share: gate parameters, input checks, the zero state."""
@@ -134,7 +129,11 @@ class _Cell(Layer):
             self._check(*args)
             return self._equations(*args)
         traced = self._traced
-        if traced is None or not traced.serves(self):
+        # (made again where the cell no longer holds the parameters it was made for; asked
+        # here, not by a method of it: a frame less per step)
+        if traced is None or traced.weight_ih is not self.weight_ih or \
+                traced.weight_hh is not self.weight_hh or traced.bias_ih is not self.bias_ih or \
+                traced.bias_hh is not self.bias_hh:
             traced = self._traced = _TracedStep(self, len(args))
         return traced.call(traced.function, t, args)
 
