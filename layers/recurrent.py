@@ -95,11 +95,6 @@ class _TracedStep:
         self.function.name = cell._prefix
         self.call = self.function.written_call(arguments)
 
-    def serves(self, cell) -> bool:
-        """Whether ``cell`` still holds the parameters this was made for."""
-        return (self.weight_ih is cell.weight_ih and self.weight_hh is cell.weight_hh
-                and self.bias_ih is cell.bias_ih and self.bias_hh is cell.bias_hh)
-
 
 class _Cell(Layer):
     """What LSTMCell and GRUCell share: gate parameters, input checks, the zero state."""
@@ -123,20 +118,24 @@ class _Cell(Layer):
         """The zero state for ``x``'s batch, made when the op runs (see ``batch_zeros``)."""
         return batch_zeros(x, 0, (-1, self.hidden_size), self._dtype)
 
-    def _recorded(self, x: Variable, *state: Variable):
-        """The cell's equations (``_equations``) on ``x`` and ``state``, checked (``_check``):
-        on a lazy tape as ONE op (a ``tape.function`` of them, which checks a signature once),
-        so that the calls of one time step of many sequences run as one batched call, forward
-        and backward; elsewhere op by op. The trace captures the parameters it finds, so it is
-        made again when one of them is replaced."""
+    def _recorded(self, *args: Variable):
+        """The cell's equations (``_equations``) on ``args`` (``x`` and the state), checked
+        (``_check``): on a lazy tape as ONE op (a ``tape.function`` of them, which checks a
+        signature once), so that the calls of one time step of many sequences run as one
+        batched call, forward and backward; elsewhere op by op. The trace captures the
+        parameters it finds, so it is made again when one of them is replaced."""
         t = tape.get_global_tape()
         if type(t) is not tape.LazyTape:
-            self._check(x, *state)
-            return self._equations(x, *state)
+            self._check(*args)
+            return self._equations(*args)
         traced = self._traced
-        if traced is None or not traced.serves(self):
-            traced = self._traced = _TracedStep(self, 1 + len(state))
-        return traced.call(traced.function, t, x, *state)
+        # (made again where the cell no longer holds the parameters it was made for; asked
+        # here, not by a method of it: a frame less per step)
+        if traced is None or traced.weight_ih is not self.weight_ih or \
+                traced.weight_hh is not self.weight_hh or traced.bias_ih is not self.bias_ih or \
+                traced.bias_hh is not self.bias_hh:
+            traced = self._traced = _TracedStep(self, len(args))
+        return traced.call(traced.function, t, args)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.input_size}, {self.hidden_size}, "

@@ -21,6 +21,7 @@ from .tape import (
     _RUNNER_ENV,
     LazyTape,
     Tape,
+    _local,
     get_global_tape,
     lazy_positional_runner,
     positional_runner,
@@ -77,14 +78,25 @@ class Function:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Variable):
-        return (_calls.get(len(args)) or _written_call(self, len(args)))(
-            self, get_global_tape(), *args)
+        # (the written call's first question, asked here: a recurrent step's call on a lazy
+        # tape then costs no frame but the recorder's; the thread's tape read as
+        # get_global_tape reads it)
+        t = _local.tape
+        if type(t) is LazyTape:
+            record = self.recorders.get(len(args))
+            if record is not None:
+                made = record(t, args)
+                if made is not None:
+                    return made
+        elif t is None:
+            t = get_global_tape()
+        return (_calls.get(len(args)) or _written_call(self, len(args)))(self, t, args)
 
     def written_call(self, n: int):
-        """``call(function, t, a0, ..., a<n-1>)``: what calling a Function on ``n`` arguments
-        runs, on ``t``, the thread's tape (``_written_call``, shared by every Function). A
-        caller that calls one on ``n`` arguments again and again (a recurrent cell) may call
-        it directly, with the Function and the tape first: a frame and a tuple less per
+        """``call(function, t, args)``: what calling a Function on ``n`` arguments (``args``,
+        a tuple) runs, on ``t``, the thread's tape (``_written_call``, shared by every
+        Function). A caller that calls one on ``n`` arguments again and again (a recurrent
+        cell) may call it directly, with the Function and the tape first: a frame less per
         call."""
         return _calls.get(n) or _written_call(self, n)
 
@@ -123,8 +135,8 @@ _calls: dict = {}
 
 
 def _written_call(function: Function, n: int):
-    """``call(function, t, a0, ..., a<n-1>)``: a call of a Function on ``n`` arguments on
-    tape ``t`` (the thread's), written out as the positional runners are
+    """``call(function, t, args)``: a call of a Function on ``n`` arguments (``args``, a
+    tuple) on tape ``t`` (the thread's), written out as the positional runners are
     (``tape.positional``), shared by every Function. On a lazy tape, the recorder that served
     the Function's last call on ``n`` arguments is asked first: it checks the arguments'
     signature itself, without a key (a recurrent step calls one trace again and again). Else
@@ -141,15 +153,16 @@ def _written_call(function: Function, n: int):
     # (``type`` first: an isinstance call costs more, and only a subclass needs one)
     not_variables = " or ".join(f"type({a}) is not Variable and not isinstance({a}, Variable)"
                                 for a in names)
-    lines = [f"def call(function, t, {given}):",
+    lines = ["def call(function, t, args):",
              "    if type(t) is LazyTape:",
              f"        record = function.recorders.get({n})",
              "        if record is not None:",
-             f"            made = record(t, {given})",
+             "            made = record(t, args)",
              "            if made is not None:",
              "                return made",
+             f"    {given}, = args",
              f"    if t.tracing or {not_variables}:",
-             f"        return function.call_traced(t, ({given},), None)",
+             "        return function.call_traced(t, args, None)",
              *(f"    d{i} = {a}.desc" for i, a in enumerate(names)),
              "    key = (" + ", ".join(f"d{i}.shape, d{i}.dtype, d{i}.stop_gradient"
                                        for i in range(n)) + ")",
@@ -159,7 +172,7 @@ def _written_call(function: Function, n: int):
              "    if trace is not None:",
              "        record = trace.record",
              "        if record is not None and type(t) is LazyTape:",
-             f"            made = record(t, {given})",
+             "            made = record(t, args)",
              "            if made is not None:",
              f"                function.recorders[{n}] = record",
              "                return made",
@@ -169,7 +182,7 @@ def _written_call(function: Function, n: int):
              "        run = trace.runners.get(type(t))",
              "        if captured is not None and run is not None:",
              f"            return run(t, {{}}, (), {given}, *captured)",
-             f"    return function.call_traced(t, ({given},), key)"]
+             "    return function.call_traced(t, args, key)"]
     namespace = {"Variable": Variable, "CPU": CPU, "LazyTape": LazyTape}
     exec(compile("\n".join(lines), f"<call of a tape.function on {n} arguments>", "exec"),
          namespace)

@@ -25,7 +25,7 @@ import itertools
 import numpy as np
 
 from .grad_replay import shape_only
-from .runner import no_value
+from .runner_checks import no_value
 
 order = itertools.count()     # a LazyOp's place in record order: next(order)
 

@@ -94,7 +94,7 @@ def make_positional(info, env: dict, lazy: bool = False):
 def make_bound(info, env: dict, given: list, held: list):
     """A lazy recorder of ``info`` for arguments like the Variables ``given`` (their shapes,
     dtypes, stop_gradient and place), its last inputs always the Variables ``held``:
-    ``record(tape, v0, ..., v<len(given)-1>)`` records the op on lazy tape ``tape`` as the
+    ``record(tape, (v0, ..., v<len(given)-1>))`` records the op on lazy tape ``tape`` as the
     lazy positional runner does (``make_positional``), or returns None where it does not
     serve. A traced function's op (``tape.function``) records a call with it, its captured
     leaves held: what its positional runner checks and keys of every input on every call, the
@@ -109,17 +109,22 @@ def make_bound(info, env: dict, given: list, held: list):
     yet; a tape spent or tracing; a check on."""
     required = positional_slots(info)
     n, arguments = len(required), len(given)
-    names = "".join(f", v{i}" for i in range(arguments))
+    names = "".join(f"v{i}, " for i in range(arguments))
     kept = range(arguments, n)
+    wants = [not v.desc.stop_gradient for v in (*given, *held)]
     other = [f"type(v{i}) is not Variable" for i in range(arguments)]
     unlike = [f"d{i}.shape != {v.desc.shape!r} or d{i}.dtype != {v.desc.dtype} or "
               f"d{i}.stop_gradient is not {v.desc.stop_gradient} or v{i}.place is not place"
               for i, v in enumerate(given)]
-    changed = [f"a{i} is not b{i} or v{i}.desc.stop_gradient is not {v.desc.stop_gradient}"
-               for i, v in zip(kept, held)]
+    changed = [f"a{i} is not b{i} or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient"
+               for i in kept]
     refused = [f"a{i} is None or v{i}.place is not place or v{i}._tape not in (0, serial)"
                for i in kept]
-    lines = [f"def run(tape{names}):",
+    # (an argument that wants no gradient is never stale, and its entry is then its VarDesc
+    # where the op does not keep it)
+    stale = [f"(t{i} := v{i}._tape) and t{i} != serial" for i in range(arguments) if wants[i]]
+    lines = ["def run(tape, args):",
+             f"    {names}= args",
              f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}:",
              "        return None",
              *(f"    d{i} = v{i}.desc" for i in range(arguments)),
@@ -137,15 +142,16 @@ def make_bound(info, env: dict, given: list, held: list):
              "            return None",
              f"        bound[:] = (serial, plan{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
-             f"    if {' or '.join(_stale(i) for i in range(arguments))}:",
-             "        return None"]
+             *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
     for i in range(arguments):
         lines += _pending_lines(i, "return None")
-    entries = [_entry(info, i, name) for i, name in enumerate(required)]
+    entries = [_entry(info, i, name, False, wants[i] if i < arguments else None)
+               for i, name in enumerate(required)]
     # (a held input's entry: its VarDesc or tape only where the op does not keep it)
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
-    lines += ["    made = plan.made_whole", *_recording_lines(info, required, entries, True, env)]
+    lines += ["    made = plan.made_whole",
+              *_recording_lines(info, required, entries, True, env, may_trace=False)]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
     namespace.update(bound=[None] * (2 + len(kept)), place=given[0].place)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
@@ -174,17 +180,27 @@ def _pending_lines(i: int, refused: str) -> list:
     return pending_lines(f"a{i}", f"v{i}", refused, "    ")
 
 
-def _entry(info, i: int, name: str) -> str:
+def _entry(info, i: int, name: str, may_trace: bool = True, wants: bool | None = None) -> str:
     """The handle entry of input ``v<i>`` of slot ``name``: the Variable where the op keeps
-    it (or the tape is tracing, or it is a leaf that wants a gradient), else its VarDesc."""
-    return f"v{i}" if name in info.keeps else \
-        f"v{i} if tracing or not (d{i}.stop_gradient or t{i}) else d{i}"
+    it (or the tape is tracing, or it is a leaf that wants a gradient), else its VarDesc.
+    ``may_trace``: whether the tape may be tracing; ``wants``: whether the input wants a
+    gradient, where that is known (None: read from ``d<i>``)."""
+    if name in info.keeps:
+        return f"v{i}"
+    traced = "tracing or " if may_trace else ""
+    if wants is None:
+        return f"v{i} if {traced}not (d{i}.stop_gradient or t{i}) else d{i}"
+    return f"v{i} if {traced}not t{i} else d{i}" if wants else \
+        f"v{i} if tracing else d{i}" if may_trace else f"d{i}"
 
 
-def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict) -> list:
+def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict,
+                     may_trace: bool = True) -> list:
     """Lines from the kernel call (a ``lazy`` op: its LazyOp) to the return, once ``plan``,
     ``made``, ``place``, ``serial`` and each input's ``v<i>``, ``a<i>`` (and, for an entry
-    that reads them, ``d<i>`` and ``t<i>``) are bound."""
+    that reads them, ``d<i>`` and ``t<i>``) are bound. Without ``may_trace`` (a tape known
+    not to be tracing), what only a tracing tape does is left out: the op is recorded
+    where its gradient flows."""
     n = len(required)
     arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
@@ -198,25 +214,27 @@ def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict
     return [
         *head,
         GRAD_FLOWS,
-        "    tracing = tape.tracing",
-        "    if not (grad_flows or tracing):",
+        *(["    tracing = tape.tracing", "    if not (grad_flows or tracing):"] if may_trace
+          else ["    if not grad_flows:"]),
         *(["        op.record = None"] if lazy else []),
         *_output_lines(info, single, False, lazy),
         *_returned(info),
-        *(line[4:] for line in _output_lines(info, single, True, lazy)),
+        *(line[4:] for line in _output_lines(info, single, True, lazy, may_trace)),
         "    h = EagerHandle()",
-        *_entries_lines(info, required, entries, outputs),
+        *_entries_lines(info, required, entries, outputs, may_trace),
         "    tape._ops.append(h)",
         *tail,
         *(line[4:] for line in _returned(info))]
 
 
-def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
+def _output_lines(info, single: bool, recorded: bool, lazy: bool, may_trace: bool = True) -> list:
     """Lines (indented for the unrecorded branch) that make each output slot's new Variables
     from ``made`` into ``r{j}`` (None for a slot the op does not write; ``v`` itself for an
-    op's one output) and, when ``recorded``, its handle entries into ``o{j}``. A ``lazy``
-    op's outputs hold no value: each is pending on ``op`` (``v._lazy``, ``tape.pending``)."""
+    op's one output) and, when ``recorded``, its handle entries into ``o{j}`` (``may_trace``:
+    as ``_recording_lines``). A ``lazy`` op's outputs hold no value: each is pending on
+    ``op`` (``v._lazy``, ``tape.pending``)."""
     lines = []
+    flows = recorded and not may_trace     # (recorded, untraced: its gradient flows)
     for j, slot in enumerate(info.outputs):
         value = "None" if lazy else "result" if single else f"result[{j}]"
         kept = slot.name in info.keeps
@@ -225,17 +243,19 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
                     f"for m, value in zip(made[{j}], {value}):")
             descs = recorded and not kept
             body = [f"r{j} = vs = []",
-                    *([f"o{j} = vs if tracing else []"] if descs else []),
+                    *([f"o{j} = vs if tracing else []" if may_trace else f"o{j} = []"]
+                      if descs else []),
                     loop,
-                    *variable_lines("    ", "None" if lazy else "value", recorded),
+                    *variable_lines("    ", "None" if lazy else "value", recorded, flows=flows),
                     *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
                     "    vs.append(v)"]
             if descs:
-                body += ["    if not tracing:", f"        o{j}.append(d)"]
+                body += (["    if not tracing:", f"        o{j}.append(d)"] if may_trace else
+                         [f"    o{j}.append(d)"])
             elif recorded:
                 body.append(f"o{j} = vs")
         else:
-            body = variable_lines("", value, recorded, made=f"made[{j}]")
+            body = variable_lines("", value, recorded, made=f"made[{j}]", flows=flows)
             if lazy:
                 body.append(f"v._lazy = (op, {j}, -1)")
             if not _only_output(info):
@@ -243,7 +263,8 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
             if recorded and not _only_output(info):     # (the one output: see _entries_lines)
                 entry = ("v", "d") if not slot.dispensable else ("(v,)", "(d,)")
                 body.append(f"o{j} = {entry[0]}" if kept else
-                            f"o{j} = {entry[0]} if tracing else {entry[1]}")
+                            f"o{j} = {entry[0]} if tracing else {entry[1]}" if may_trace else
+                            f"o{j} = {entry[1]}")
         if slot.duplicable or slot.dispensable:
             absent = [f"r{j} = None"] + ([f"o{j} = ()"] if recorded else [])
             body = [f"if made[{j}] is not None:", *("    " + b for b in body), "else:",
@@ -252,20 +273,25 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool) -> list:
     return lines
 
 
-def _entries_lines(info, required: tuple, entries: list, outputs: str) -> list:
+def _entries_lines(info, required: tuple, entries: list, outputs: str,
+                   may_trace: bool = True) -> list:
     """Lines that fill handle ``h``: its plan and entries (``entries``: each input's entry;
     ``outputs``: the outputs' ``o{j}``). An op's one output is ``v`` itself: traced, every
-    entry is its Variable, else the untraced entries, each decided without ``tracing``."""
+    entry is its Variable, else the untraced entries, each decided without ``tracing``
+    (``may_trace``: as ``_recording_lines``)."""
     if not _only_output(info):
         return ["    h.plan = plan",
                 f"    h.entries = ({''.join(e + ', ' for e in entries)}{outputs})"]
     untraced = [e.replace("tracing or ", "") for e in entries]
     out = "v" if info.outputs[0].name in info.keeps else "d"
+    untraced_lines = [f"    h.entries = ({''.join(e + ', ' for e in untraced)}{out},)"]
+    if not may_trace:
+        return ["    h.plan = plan", *untraced_lines]
     return ["    h.plan = plan",
             "    if tracing:",
             f"        h.entries = ({''.join(f'v{i}, ' for i in range(len(required)))}v,)",
             "    else:",
-            f"        h.entries = ({''.join(e + ', ' for e in untraced)}{out},)"]
+            "    " + untraced_lines[0]]
 
 
 def _only_output(info) -> bool:

@@ -16,7 +16,6 @@ from . import place as _places
 from .attr_signature import is_exact, listed_signature, signature
 from .desc import VarDesc
 from .dispatch import infer, invoke
-from .errors import InvalidArgumentError
 from .place import CPU
 from .runner_checks import (
     check_stale,
@@ -54,7 +53,7 @@ def make_runner(info, env: dict, lazy: bool = False):
     flat, parts = [], []    # (eager) the inputs' entries, bound one per slot, and their parts
     for i, (name, duplicable, dispensable) in enumerate(info.slot_specs):
         kept = name in info.keeps
-        lines += (_gather_pending_many(i, name, dispensable, kept) if lazy and duplicable else
+        lines += (env["lazy_gather_many"](i, name, dispensable, kept) if lazy and duplicable else
                   _gather(i, name, duplicable, dispensable, first=i == 0))
         if duplicable or dispensable:
             key.append(f"k{i}")
@@ -207,14 +206,14 @@ def made_lines(info, single: bool, recorded: bool, parts: list | None = None,
     return lines + ["    " + line for line in tail] + ["        return produced"]
 
 
-def variable_lines(indent: str, value: str, recorded: bool, made: str = "m") -> list:
+def variable_lines(indent: str, value: str, recorded: bool, made: str = "m",
+                   flows: bool = False) -> list:
     """Lines that make ``v``, a new output Variable holding ``value``, and ``d``, its VarDesc,
-    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows)."""
-    described = (["d.shape, d.dtype, d.stop_gradient = " + made,
-                  "if not grad_flows:",
-                  "    d.stop_gradient = True"] if recorded else
-                 ["d.shape, d.dtype, stop_gradient = " + made,
-                  "d.stop_gradient = True"])
+    from ``made`` (default ``m``) = (shape, dtype, stop_gradient when a gradient flows);
+    ``flows``: recorded where a gradient is known to flow (made's stop_gradient as it is)."""
+    described = ["d.shape, d.dtype, d.stop_gradient = " + made] + (
+        [] if flows else ["if not grad_flows:", "    d.stop_gradient = True"]) if recorded else \
+        ["d.shape, d.dtype, stop_gradient = " + made, "d.stop_gradient = True"]
     return [indent + line for line in (
         "d = new(VarDesc)",
         "d._name = None",
@@ -265,38 +264,6 @@ def _gather(i: int, name: str, duplicable: bool, dispensable: bool, first: bool)
             f"        k{i} = (d{i}.shape, d{i}.dtype, d{i}.stop_gradient)",
             "    else:",
             f"        v{i} = d{i} = a{i} = k{i} = None"]
-
-
-def _gather_pending_many(i: int, name: str, dispensable: bool, kept: bool) -> list:
-    """A lazy runner's lines for duplicable slot ``i`` (``name``): what ``_gather`` binds, by
-    ``gather_many``'s checks in its order in one loop (a pending input's ref read in place, as
-    ``pending_ref`` reads it); ``stale{i}``, whether ``check_stale`` must raise; and for a slot
-    the op does not keep, ``e{i}``, its handle entries (the eager runner's ``flat``)."""
-    n = repr(name)
-    absent = (f"        vs{i} = k{i} = a{i} = None" + ("" if kept else f"\n        e{i} = ()")
-              if dispensable else f"        raise count_error(info, {n}, vs{i})")
-    names, values, appended = ("", "", ()) if kept else (f", e{i}, tracing", ", [], tape.tracing",
-        (f"            e{i}.append(v if tracing or not (stop_gradient or t) else d)",))
-    return [f"    vs{i}, stale{i} = inputs.get({n}), False",
-            f"    if vs{i}:",
-            f"        k{i}, a{i}{names}, serial = [len(vs{i})], []{values}, tape.serial",
-            f"        for v in vs{i}:",
-            "            if not isinstance(v, Variable):",
-            f"                raise not_variable(info, {n}, v)",
-            "            d = v.desc",
-            "            value = v._value",
-            *pending_lines("value", "v", f"value = unset(info, {n}, v)", "            "),
-            "            if v.place is not place:",
-            f"                place = common_place(info, inputs, place, {n}, v)",
-            "            t, stop_gradient = v._tape, d.stop_gradient",
-            "            if t and t != serial and not stop_gradient:",
-            f"                stale{i} = True",
-            f"            k{i}.append((d.shape, d.dtype, stop_gradient))",
-            f"            a{i}.append(value)",
-            *appended,
-            f"        k{i} = tuple(k{i})",
-            "    else:",
-            absent]
 
 
 def pending_lines(value: str, variable: str, refused: str, indent: str) -> list:
@@ -394,7 +361,3 @@ def named_outputs(plan, outputs: dict | None) -> dict:
             outputs[slot] = [new_variable(VarDesc.temporary(shape, dtype, True), None, 0)
                              for shape, dtype in spec]
     return outputs
-
-
-def no_value(info, name: str, desc) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")

@@ -15,6 +15,10 @@ def count_error(info, name: str, vs) -> InvalidArgumentError:
                                 f"{len(vs)}")
 
 
+def no_value(info, name: str, desc) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{info.type}: input '{name}' ({desc.name}) holds no value")
+
+
 def not_variable(info, name: str, value) -> InvalidArgumentError:
     return InvalidArgumentError(f"{info.type}: input '{name}' expects a Variable, received "
                                 f"{type(value).__name__}")

@@ -225,6 +225,7 @@ _RUNNER_ENV = {"local": _local, "no_grad_blocks": _no_grad_blocks,
                "EagerHandle": EagerHandle,
                "pending_ref": _pending.pending_ref, "pending_value": _pending.pending_value,
                "lazy_lines": _lazy_runner.lazy_lines, "lazy_namespace": _lazy_runner.NAMESPACE,
+               "lazy_gather_many": _lazy_runner.gather_many_lines,
                "lazy_tail": _lazy_runner.positional_tail}
 
 
