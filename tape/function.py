@@ -28,7 +28,7 @@ from .tape import (
     using_tape,
 )
 from .var_desc import VarDesc
-from .variable import Variable, forbid_value_reads, new_variable
+from .variable import Variable, forbid_value_reads, new_variable, stop_gradient_flips
 
 
 def function(fn: Callable, check: Callable | None = None) -> Function:
@@ -177,13 +177,14 @@ def _written_call(function: Function, n: int):
              f"                function.recorders[{n}] = record",
              "                return made",
              "        checked = trace.checked",
-             "        captured = checked[1] if checked[0] == t.serial else \\",
-             "            trace.captured_now(t.serial)",
+             "        captured = checked[2] if checked[0] == t.serial and \\",
+             "            checked[1] == flips[0] else trace.captured_now(t.serial)",
              "        run = trace.runners.get(type(t))",
              "        if captured is not None and run is not None:",
              f"            return run(t, {{}}, (), {given}, *captured)",
              "    return function.call_traced(t, args, key)"]
-    namespace = {"Variable": Variable, "CPU": CPU, "LazyTape": LazyTape}
+    namespace = {"Variable": Variable, "CPU": CPU, "LazyTape": LazyTape,
+                 "flips": stop_gradient_flips}
     exec(compile("\n".join(lines), f"<call of a tape.function on {n} arguments>", "exec"),
          namespace)
     call = _calls[n] = namespace["call"]
@@ -214,9 +215,10 @@ class _Trace:
         self.record = None if any(v._tape for v in captured) else \
             make_bound(info, _RUNNER_ENV, args, captured)
         self.captured_wants = [not v.desc.stop_gradient for v in captured]
-        # (tape serial, captured Variables) as last checked, where every one is a leaf (held
-        # anyway, and a leaf stays one): checked once per tape
-        self.checked = (None, None)
+        # (tape serial, ``stop_gradient_flips``, captured Variables) as last checked, where
+        # every one is a leaf (held anyway, and a leaf stays one): checked once per tape, and
+        # again where any Variable's stop_gradient was set to another value since
+        self.checked = (None, None, None)
 
     def runner(self, tape_class: type):
         """The positional runner of the trace's op for tapes of ``tape_class`` (made on first
@@ -239,7 +241,7 @@ class _Trace:
                 return None
             found.append(v)
         if all(type(ref) is _Held for ref in self.captured):
-            self.checked = (serial, found)
+            self.checked = (serial, stop_gradient_flips[0], found)
         return found
 
 

@@ -30,6 +30,9 @@ class _ValueReads(threading.local):
 
 
 _value_reads = _ValueReads()
+# how many times a Variable's stop_gradient was set to another value (one counter, in a list
+# that generated code reads): what was checked of captured Variables holds while it stands
+stop_gradient_flips = [0]
 
 
 @contextlib.contextmanager
@@ -157,7 +160,10 @@ class Variable:
 
     @stop_gradient.setter
     def stop_gradient(self, flag: bool) -> None:
-        self.desc.stop_gradient = bool(flag)
+        flag = bool(flag)
+        if flag is not self.desc.stop_gradient:
+            self.desc.stop_gradient = flag
+            stop_gradient_flips[0] += 1
 
     @property
     def is_leaf(self) -> bool:
