@@ -178,7 +178,7 @@ def attempt(handles: list, loss, records):
         forward = list(ops)
         ops = found = None  # (the schedule drops the ops once they ran: their results go
         # as backward consumes them)
-        if not program.run(forward, handles, records, loss):
+        if not program.run(forward, arrays, handles, records, loss):
             return None
         unit_replays += 1
         return True

@@ -19,6 +19,7 @@ from . import fusion_steps
 from .batched_backward import run_batched_backward
 from .batching import run_turns
 from .pending import read
+from .unit_forward import run_and_write, run_written
 
 
 class UnitSchedule:
@@ -27,7 +28,7 @@ class UnitSchedule:
     ``min_elements`` could join fused groups (``fusion_steps.MIN_ELEMENTS``: with another
     threshold the agenda may decide otherwise, so the schedule does not run)."""
 
-    __slots__ = ("turns", "recipes", "filings", "min_elements", "layout")
+    __slots__ = ("turns", "recipes", "filings", "min_elements", "layout", "runs", "forward")
 
     def __init__(self, turns: list, places: dict):
         """``turns`` as ``batched_backward._forward_batches`` gives them (record positions),
@@ -42,17 +43,30 @@ class UnitSchedule:
         self.filings = [{} if type(turn) is tuple else None for turn in turns]
         self.min_elements = fusion_steps.MIN_ELEMENTS
         self.layout = HandleLayout()    # (found by the first run's backward too)
+        self.runs = 0
+        # the forward written out by the first run that follows the recipes (its second:
+        # ``unit_forward``), which runs from then on; False where it could not be written
+        self.forward = None
 
-    def run(self, ops: list, handles: list, records: list, loss) -> bool:
+    def run(self, ops: list, leaves: tuple, handles: list, records: list, loss) -> bool:
         """Backward of ``loss`` over ``handles`` (``records``, as for
-        ``run_batched_backward``) whose graph's ops ``ops`` the walker found, in its order:
-        the forward ops in the kept turns, then the batched backward. False if the schedule
+        ``run_batched_backward``) whose graph's ops ``ops`` and given arrays ``leaves`` the
+        walker found, in its order: the forward ops in the kept turns (from the third run by
+        the function the second wrote out), then the batched backward. False if the schedule
         does not fit (nothing ran) or the backward did not go by units (the loss computed):
         the uncached path then runs. ``ops`` is emptied as soon as the forward ran, so that
         nothing holds the ops' results longer than the uncached path does."""
         if self.min_elements != fusion_steps.MIN_ELEMENTS:
             return False
-        run_turns(ops, self.turns, self.recipes, self.filings)
+        forward = self.forward
+        if forward:
+            run_written(forward, ops, leaves, records)
+        elif forward is None and self.runs:
+            self.forward = run_and_write(self.turns, self.recipes, self.filings, ops,
+                                         leaves) or False
+        else:
+            run_turns(ops, self.turns, self.recipes, self.filings)
+        self.runs += 1
         ops.clear()
         ref = loss._lazy
         loss._value = read(ref)

@@ -1,0 +1,252 @@
+"""The cached forward of a unit schedule, written out as one Python function.
+
+A ``unit_schedule.UnitSchedule`` runs a graph's forward batches in the kept turns
+(``batching.run_turns``): per batch, its inputs gathered by the recipes its first run found
+(``batch_inputs.BatchRecipes``), one kernel call, its ``units.Unit`` made and filed. What
+that path still decides per batch (which earlier batch each input's rows come from, which
+rule slot is shared, whether a unit is made, how its sources are laid out) the graph fixes:
+the walker (``lazy_replay``) checked that this graph is the one the schedule was made for,
+op by op, in the same state. So the first run by the recipes is watched (``run_and_write``)
+and the whole forward written out from it (``write``): straight-line code that, per batch,
+takes its inputs from the earlier batches' results (locals of the function) and the graph's
+given arrays (the walker's leaves), calls the kernel through ``batching.invoke``, makes the
+unit with its sources as that run made them, and files the unit and the ops' results. Same
+kernels on the same arrays in the same order as ``run_turns``: results bit for bit.
+
+A given array is named by the first of the walker's leaves that is the same object: which
+leaves are one array is part of the state the schedule belongs to (``lazy_replay._pattern``),
+so it holds in every run of this schedule. The function holds no value, op or unit: its
+constants are plans, rules, row and place lists, offsets and the schedule's ``filings``.
+"""
+from __future__ import annotations
+
+import weakref
+
+from . import batching
+from .batch_inputs import BatchRecipes, _in_op_order, _rows_of
+from .batch_rules import SHARED, STACK, rule_of, stacked
+from .units import Unit
+
+written = 0     # forwards a written function ran (tests check it serves)
+
+
+class _Unwritable(Exception):
+    """A batch of a kind the written forward does not take: the recipes' path stays."""
+
+
+def run_and_write(turns: list, recipes: list, filings: list, ops: list, leaves: tuple):
+    """Run ``ops`` (the walker's, in its order) in ``turns`` by their ``recipes`` (all made
+    by an earlier run), as ``batching.run_turns`` does, and return the forward written out
+    from what this run found, or None where a batch is of a kind it does not take."""
+    args = [op.args for op in ops]
+    rules = [None if type(turn) is int else rule_of(ops[turn[0]]) for turn in turns]
+    batching.run_turns(ops, turns, recipes, filings)
+    try:
+        return _write(turns, recipes, rules, ops, args, leaves)
+    except _Unwritable:
+        return None
+
+
+def run_written(forward, ops: list, leaves: tuple, records: list) -> None:
+    """Run ``forward`` (``run_and_write``'s) over this run's ``ops`` and ``leaves`` (the
+    walker's) and the tape's ``records``."""
+    global written
+    try:
+        forward(ops, leaves, records, batching.invoke)
+    except BaseException:
+        batching._drop_args_of_ran(ops)
+        raise
+    written += 1
+
+
+class _Writer:
+    """The lines and the namespace of one written forward."""
+
+    def __init__(self, ops: list, args: list, leaves: tuple, turns: list):
+        self.ops, self.args = ops, args
+        self.place = {id(op): w for w, op in enumerate(ops)}
+        self.turn_of = {}       # walker place -> its turn
+        self.units = {}         # id(unit) -> its turn
+        for t, turn in enumerate(turns):
+            for w in (turn,) if type(turn) is int else turn:
+                self.turn_of[w] = t
+            unit = ops[turn if type(turn) is int else turn[0]].unit
+            if unit is not None:
+                self.units[id(unit())] = t
+        self.leaf = {}
+        for k, x in enumerate(leaves):
+            self.leaf.setdefault(id(x), k)
+        self.leaves_read = set()
+        self.namespace = {"Unit": Unit, "weakref_ref": weakref.ref, "rows_of": _rows_of,
+                          "in_op_order": _in_op_order, "stacked": stacked,
+                          "run_one": batching.run_one}
+        self.named = {}
+        self.lines = []
+
+    def constant(self, value) -> str:
+        """A name for ``value`` in the function's namespace (one per object)."""
+        name = self.named.get(id(value))
+        if name is None:
+            name = self.named[id(value)] = f"c{len(self.named)}"
+            self.namespace[name] = value
+        return name
+
+    def given(self, array) -> str:
+        """The name of given array ``array`` (the first leaf that is it: the walker
+        gathers every array given to an op of its graph)."""
+        k = self.leaf[id(array)]
+        self.leaves_read.add(k)
+        return f"a{k}"
+
+    def results(self, producer) -> str:
+        """The name of the results of ``producer``'s turn."""
+        return f"r{self.turn_of[self.place[id(producer)]]}"
+
+    def output(self, producer, k: int, j: int) -> str:
+        """The value of output ``k`` (index ``j``) of a lone op ``producer``."""
+        if producer.batch is not None:
+            raise _Unwritable   # (a part of a batch's output: read cuts it out)
+        return f"{self.results(producer)}[{k}]" + (f"[{j}]" if j >= 0 else "")
+
+    def sources(self, unit) -> str:
+        """``unit``'s sources, as this run made them, with this run's units."""
+        if unit.sources is None:
+            return "None"
+        entries = []
+        for key, pieces in unit.sources.items():
+            written_pieces = []
+            for piece in pieces:
+                if piece[0] is None:
+                    written_pieces.append(f"(None, {piece[1]})")
+                    continue
+                source, k, j, rows, places = piece
+                t = self.units.get(id(source))
+                if t is None:
+                    raise _Unwritable
+                written_pieces.append(f"(u{t}, {k}, {j}, {self.constant(rows)}, "
+                                      f"{self.constant(places)})")
+            entries.append(f"{key!r}: [{', '.join(written_pieces)}]")
+        return "{" + ", ".join(entries) + "}"
+
+
+def _write(turns, recipes, rules, ops, args, leaves):
+    writer = _Writer(ops, args, leaves, turns)
+    body = []
+    for t, turn in enumerate(turns):
+        if type(turn) is int:
+            body += _lone(writer, t, turn)
+        else:
+            body += _batch(writer, t, turn, recipes[t], rules[t][0])
+    lines = ["def forward(ops, leaves, records, invoke):",
+             f"    {''.join(f'o{w}, ' for w in range(len(ops)))}= ops"]
+    lines += [f"    a{k} = leaves[{k}]" for k in sorted(writer.leaves_read)]
+    # (each op's inputs dropped once all ran, in the walker's order, as ``run_turns`` does)
+    body.append(f"    {' = '.join(f'o{w}.args' for w in range(len(ops)))} = None")
+    namespace = writer.namespace
+    exec(compile("\n".join(lines + body), "<written unit forward>", "exec"), namespace)
+    return namespace["forward"]
+
+
+def _lone(writer, t: int, w: int) -> list:
+    """A turn of one op: run as ``run_turns`` runs it."""
+    lines = [f"    run_one(o{w})", f"    r{t} = o{w}.results"]
+    if writer.ops[w].unit is not None:
+        lines.append(f"    u{t} = o{w}.unit()")
+    return lines
+
+
+def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
+    """A batch, as ``batching.run_batch`` runs it by ``kept`` (``ins``: its rule's input
+    modes)."""
+    first = writer.ops[turn[0]]
+    n = len(turn)
+    writer.concatenate = writer.constant(first.plan.place.array_module().concatenate)
+    first_args = writer.args[turn[0]]
+    inputs = []
+    for slot, given in first_args.items():
+        if given is None:
+            inputs.append((slot, "None"))
+        elif ins.get(slot) == SHARED:
+            if type(given) is tuple:
+                inputs.append((slot, writer.output(*given)))
+            else:
+                inputs.append((slot, writer.given(given)))
+        elif type(given) is list:
+            count = len(given)
+            if any(len(writer.args[w][slot]) != count for w in turn):
+                raise _Unwritable
+            entries = [_column(writer, turn, kept, slot, i) for i in range(count)]
+            inputs.append((slot, "[" + ", ".join(entries) + "]"))
+        else:
+            inputs.append((slot, _column(writer, turn, kept, slot, -1)))
+    lines = [f"    # {first.plan.info.type} x{n}"]
+    stack = STACK in ins.values()
+    plan = writer.constant(first.plan)
+    if stack:
+        x = dict(inputs)["X"]
+        lines.append(f"    x, plan = stacked({x}, {plan}, {n})")
+        inputs = [(slot, "x" if slot == "X" else value) for slot, value in inputs]
+        plan = "plan"
+    lines.append("    arrays = {" + ", ".join(f"{slot!r}: {value}" for slot, value in inputs)
+                 + "}")
+    offsets = None if stack else kept.offsets
+    if stack:
+        lines.append(f"    r{t} = invoke(plan, arrays, None, None)")
+    else:
+        lines.append(f"    r{t} = tuple(invoke({plan}, arrays, {writer.constant(first.wants)}, "
+                     "None))")
+    unit = first.unit() if first.unit is not None else None
+    if unit is None or kept.positions is None:
+        # (ops recorded without a gradient, or off their tape's order: the walker's graphs
+        # have none)
+        raise _Unwritable
+    batch = writer.constant(first.batch)
+    lines += [f"    u{t} = Unit({plan}, {n}, {writer.constant(ins)}, arrays, r{t}, "
+              f"{writer.constant(offsets)}, {stack})",
+              f"    u{t}.sources = {writer.sources(unit)}",
+              f"    u{t}.filings = {writer.constant(kept.filings)}"]
+    named = [f"o{w}" for w in turn]
+    lines += [f"    {' = '.join(f'{o}.unit' for o in named)} = weakref_ref(u{t})",
+              f"    {', '.join(f'{o}.row' for o in named)}, = {tuple(range(n))}",
+              f"    {' = '.join(f'{o}.record' for o in named)} = None",
+              f"    {' = '.join(f'{o}.results' for o in named)} = r{t}",
+              f"    {' = '.join(f'{o}.batch' for o in named)} = {batch}",
+              f"    {' = '.join(f'records[{p}]' for p in kept.positions)} = u{t}"]
+    return lines
+
+
+def _column(writer, turn: tuple, kept: BatchRecipes, slot: str, index: int) -> str:
+    """Input ``slot`` (entry ``index``) of a batch, as ``batch_inputs.gathered_again``
+    takes it by its recipe."""
+    recipe = kept.get((slot, index))
+    if not recipe:
+        raise _Unwritable   # (none recorded: a part was None, ``batch_inputs.column``)
+    groups, singles = recipe
+
+    def argument(place: int):
+        a = writer.args[turn[place]][slot]
+        return a if index < 0 else a[index]
+
+    def rows(group) -> str:
+        rows, places, _ = group
+        d, k, j = argument(places[0])
+        results = writer.results(d)
+        return f"rows_of({results}, {k}, {j}, {writer.constant(d.batch)}, " \
+               f"{writer.constant(rows)})"
+
+    if not singles and len(groups) == 1:
+        rows_, places, whole = groups[0]
+        if not whole:
+            return rows(groups[0])
+        d, k, j = argument(places[0])
+        return f"{writer.results(d)}[{k}]" + (f"[{j}]" if j >= 0 else "")
+    values = [argument(place) for place in singles]
+    if not groups and len(singles) == len(turn) and tuple not in map(type, values):
+        return f"{writer.concatenate}([" + ", ".join(map(writer.given, values)) + "])"
+    parts = [f"({writer.constant(group[1])}, {rows(group)})" for group in groups]
+    for place, a in zip(singles, values):
+        value = writer.output(*a) if type(a) is tuple else writer.given(a)
+        parts.append(f"({writer.constant([place])}, {value})")
+    group = "(" + "".join(f"o{w}, " for w in turn) + ")"
+    return f"in_op_order([{', '.join(parts)}], {group}, {slot!r}, " \
+           f"{writer.concatenate}, {index})"
