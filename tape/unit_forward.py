@@ -23,15 +23,12 @@ from __future__ import annotations
 import weakref
 
 from . import batching
-from .batch_inputs import BatchRecipes, _in_op_order, _rows_of
+from .batch_inputs import BatchRecipes
 from .batch_rules import SHARED, STACK, rule_of, stacked
+from .unit_gathers import Unwritable, in_op_order_code, rows_code
 from .units import Unit
 
 written = 0     # forwards a written function ran (tests check it serves)
-
-
-class _Unwritable(Exception):
-    """A batch of a kind the written forward does not take: the recipes' path stays."""
 
 
 def run_and_write(turns: list, recipes: list, filings: list, ops: list, leaves: tuple):
@@ -43,7 +40,7 @@ def run_and_write(turns: list, recipes: list, filings: list, ops: list, leaves: 
     batching.run_turns(ops, turns, recipes, filings)
     try:
         return _write(turns, recipes, rules, ops, args, leaves)
-    except _Unwritable:
+    except Unwritable:
         return None
 
 
@@ -77,8 +74,7 @@ class _Writer:
         for k, x in enumerate(leaves):
             self.leaf.setdefault(id(x), k)
         self.leaves_read = set()
-        self.namespace = {"Unit": Unit, "weakref_ref": weakref.ref, "rows_of": _rows_of,
-                          "in_op_order": _in_op_order, "stacked": stacked,
+        self.namespace = {"Unit": Unit, "weakref_ref": weakref.ref, "stacked": stacked,
                           "run_one": batching.run_one}
         self.named = {}
         self.lines = []
@@ -105,7 +101,7 @@ class _Writer:
     def output(self, producer, k: int, j: int) -> str:
         """The value of output ``k`` (index ``j``) of a lone op ``producer``."""
         if producer.batch is not None:
-            raise _Unwritable   # (a part of a batch's output: read cuts it out)
+            raise Unwritable   # (a part of a batch's output: read cuts it out)
         return f"{self.results(producer)}[{k}]" + (f"[{j}]" if j >= 0 else "")
 
     def sources(self, unit) -> str:
@@ -122,7 +118,7 @@ class _Writer:
                 source, k, j, rows, places = piece
                 t = self.units.get(id(source))
                 if t is None:
-                    raise _Unwritable
+                    raise Unwritable
                 written_pieces.append(f"(u{t}, {k}, {j}, {self.constant(rows)}, "
                                       f"{self.constant(places)})")
             entries.append(f"{key!r}: [{', '.join(written_pieces)}]")
@@ -174,7 +170,7 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
         elif type(given) is list:
             count = len(given)
             if any(len(writer.args[w][slot]) != count for w in turn):
-                raise _Unwritable
+                raise Unwritable
             entries = [_column(writer, turn, kept, slot, i) for i in range(count)]
             inputs.append((slot, "[" + ", ".join(entries) + "]"))
         else:
@@ -199,7 +195,7 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
     if unit is None or kept.positions is None:
         # (ops recorded without a gradient, or off their tape's order: the walker's graphs
         # have none)
-        raise _Unwritable
+        raise Unwritable
     batch = writer.constant(first.batch)
     lines += [f"    u{t} = Unit({plan}, {n}, {writer.constant(ins)}, arrays, r{t}, "
               f"{writer.constant(offsets)}, {stack})",
@@ -220,33 +216,38 @@ def _column(writer, turn: tuple, kept: BatchRecipes, slot: str, index: int) -> s
     takes it by its recipe."""
     recipe = kept.get((slot, index))
     if not recipe:
-        raise _Unwritable   # (none recorded: a part was None, ``batch_inputs.column``)
+        raise Unwritable    # (none recorded: a part was None, ``batch_inputs.column``)
     groups, singles = recipe
 
     def argument(place: int):
         a = writer.args[turn[place]][slot]
         return a if index < 0 else a[index]
 
-    def rows(group) -> str:
-        rows, places, _ = group
-        d, k, j = argument(places[0])
-        results = writer.results(d)
-        return f"rows_of({results}, {k}, {j}, {writer.constant(d.batch)}, " \
-               f"{writer.constant(rows)})"
-
-    if not singles and len(groups) == 1:
-        rows_, places, whole = groups[0]
-        if not whole:
-            return rows(groups[0])
-        d, k, j = argument(places[0])
+    if not singles and len(groups) == 1 and groups[0][2]:   # (the whole output)
+        d, k, j = argument(groups[0][1][0])
         return f"{writer.results(d)}[{k}]" + (f"[{j}]" if j >= 0 else "")
-    values = [argument(place) for place in singles]
-    if not groups and len(singles) == len(turn) and tuple not in map(type, values):
-        return f"{writer.concatenate}([" + ", ".join(map(writer.given, values)) + "])"
-    parts = [f"({writer.constant(group[1])}, {rows(group)})" for group in groups]
-    for place, a in zip(singles, values):
-        value = writer.output(*a) if type(a) is tuple else writer.given(a)
-        parts.append(f"({writer.constant([place])}, {value})")
-    group = "(" + "".join(f"o{w}, " for w in turn) + ")"
-    return f"in_op_order([{', '.join(parts)}], {group}, {slot!r}, " \
-           f"{writer.concatenate}, {index})"
+    parts, trailing = [], None
+    for rows, places, _ in groups:
+        d, k, j = argument(places[0])
+        value = d.results[k] if j < 0 else d.results[k][j]
+        stacked = d.batch[3]
+        code, count = rows_code(f"{writer.results(d)}[{k}]" + (f"[{j}]" if j >= 0 else ""),
+                                value.shape, d.batch, rows, writer.constant)
+        parts.append((places, code, count))
+        trailing = trailing or value.shape[2 if stacked else 1:]
+    if not groups and len(singles) == len(turn) and \
+            tuple not in map(type, map(argument, singles)):     # (arrays given to each op)
+        return f"{writer.concatenate}([" + \
+            ", ".join(writer.given(argument(place)) for place in singles) + "])"
+    for place in singles:
+        a = argument(place)
+        if type(a) is tuple:
+            code, value = writer.output(*a), a[0].results[a[1]] if a[2] < 0 else \
+                a[0].results[a[1]][a[2]]
+        else:
+            code, value = writer.given(a), a
+        parts.append(([place], code, value.shape[0]))
+        trailing = trailing or value.shape[1:]
+    if len(parts) == 1 and not singles:
+        return parts[0][1]
+    return in_op_order_code(parts, trailing, writer.concatenate, writer.constant)

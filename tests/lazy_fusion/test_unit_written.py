@@ -21,7 +21,16 @@ from test_unit_schedule import (
     weights,
 )
 
-from tape import Variable, batched_backward, batching, lazy_replay, ops, unit_forward
+from tape import (
+    Variable,
+    batch_inputs,
+    batched_backward,
+    batching,
+    lazy_replay,
+    ops,
+    unit_forward,
+    unit_gathers,
+)
 from tape.pending import LazyOp
 from tape.unit_schedule import UnitSchedule
 from tape.units import Unit
@@ -213,3 +222,72 @@ def test_a_kernel_error_in_the_written_forward_leaves_the_next_step_whole(monkey
     got = step(params, data)
     assert unit_forward.written == before + 1
     assert_same(got, uncached(params, data))
+
+
+def evaluated(code: str, namespace: dict):
+    return eval(code, namespace)   # noqa: S307  (the written forward's own expressions)
+
+
+def written_rows(value, batch, rows):
+    """``unit_gathers.rows_code`` of ``value``, evaluated."""
+    namespace = {"v": value}
+
+    def constant(x):
+        namespace[f"c{len(namespace)}"] = x
+        return f"c{len(namespace) - 1}"
+    code, count = unit_gathers.rows_code("v", value.shape, batch, rows, constant)
+    got = evaluated(code, namespace)
+    assert got.shape[0] == count
+    return got
+
+
+ROWS = [[0, 1, 2, 3], [1, 2], [2], [3, 0, 2], [2, 3, 0, 1]]
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("layout", ["per op", "two per op", "offsets", "stacked"])
+def test_written_rows_are_taken_as_rows_of_takes_them(layout, rows):
+    """Each branch of ``batch_inputs._rows_of``: the same values, the output itself where
+    it gives the output, a view where it gives a view."""
+    size, offsets, stacked = 4, None, False
+    shape = (size, 3)
+    if layout == "two per op":
+        shape = (2 * size, 3)
+    elif layout == "offsets":
+        offsets = [0, 1, 3, 4, 7]
+        shape = (7, 3)
+    elif layout == "stacked":
+        shape, stacked = (size, 2, 3), True
+    value = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    batch = (size, (), offsets, stacked)
+    expected = batch_inputs._rows_of((value,), 0, -1, batch, rows)
+    got = written_rows(value, batch, rows)
+    np.testing.assert_array_equal(got, expected)
+    assert (got is value) == (expected is value)
+    assert np.shares_memory(got, value) == np.shares_memory(expected, value)
+
+
+@pytest.mark.parametrize("per_op", [1, 2])
+@pytest.mark.parametrize("places", [[[0, 1], [2, 3]], [[2, 3], [0, 1]], [[0, 3], [1], [2]],
+                                    [[3], [1, 0, 2]]])
+def test_written_parts_are_put_in_op_order_as_in_op_order_puts_them(places, per_op):
+    values = [np.arange(len(ps) * per_op * 2, dtype=np.float32).reshape(-1, 2) + 100 * i
+              for i, ps in enumerate(places)]
+    namespace = {"concatenate": np.concatenate}
+    for i, value in enumerate(values):
+        namespace[f"p{i}"] = value
+
+    def constant(x):
+        namespace[f"c{len(namespace)}"] = x
+        return f"c{len(namespace) - 1}"
+    parts = [(ps, f"p{i}", len(value)) for i, (ps, value) in enumerate(zip(places, values))]
+    code = unit_gathers.in_op_order_code(parts, (2,), "concatenate", constant)
+    expected = batch_inputs._in_op_order([(ps, v) for ps, v in zip(places, values)], None,
+                                         "X", np.concatenate, -1)
+    np.testing.assert_array_equal(evaluated(code, namespace), expected)
+
+
+def test_parts_of_other_row_counts_are_not_written():
+    with pytest.raises(unit_gathers.Unwritable):
+        unit_gathers.in_op_order_code([([0, 2], "a", 3), ([1], "b", 1)], (2,),
+                                      "concatenate", str)
