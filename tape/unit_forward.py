@@ -3,11 +3,11 @@
 A ``unit_schedule.UnitSchedule`` runs a graph's forward batches in the kept turns
 (``batching.run_turns``): per batch, its inputs gathered by the recipes its first run found
 (``batch_inputs.BatchRecipes``), one kernel call, its ``units.Unit`` made and filed. What
-that path still decides per batch (which earlier batch each input's rows come from, which
-rule slot is shared, whether a unit is made, how its sources are laid out) the graph fixes:
+that path still decides per batch (which earlier batch each input's rows come from and how
+they are taken, which rule slot is shared, how the unit's sources are laid out) the graph fixes:
 the walker (``lazy_replay``) checked that this graph is the one the schedule was made for,
 op by op, in the same state. So the first run by the recipes is watched (``run_and_write``)
-and the whole forward written out from it (``write``): straight-line code that, per batch,
+and the whole forward written out from it (``_write``): straight-line code that, per batch,
 takes its inputs from the earlier batches' results (locals of the function) and the graph's
 given arrays (the walker's leaves), calls the kernel through ``batching.invoke``, makes the
 unit with its sources as that run made them, and files the unit and the ops' results. Same
@@ -77,7 +77,6 @@ class _Writer:
         self.namespace = {"Unit": Unit, "weakref_ref": weakref.ref, "stacked": stacked,
                           "run_one": batching.run_one}
         self.named = {}
-        self.lines = []
 
     def constant(self, value) -> str:
         """A name for ``value`` in the function's namespace (one per object)."""
@@ -116,9 +115,7 @@ class _Writer:
                     written_pieces.append(f"(None, {piece[1]})")
                     continue
                 source, k, j, rows, places = piece
-                t = self.units.get(id(source))
-                if t is None:
-                    raise Unwritable
+                t = self.units[id(source)]  # (made by this run: the walker's ops were pending)
                 written_pieces.append(f"(u{t}, {k}, {j}, {self.constant(rows)}, "
                                       f"{self.constant(places)})")
             entries.append(f"{key!r}: [{', '.join(written_pieces)}]")
@@ -126,6 +123,8 @@ class _Writer:
 
 
 def _write(turns, recipes, rules, ops, args, leaves):
+    """The forward of ``run_and_write``'s run, compiled (``args`` and ``rules``: each op's
+    inputs and each batch's rule, as they were before it ran)."""
     writer = _Writer(ops, args, leaves, turns)
     body = []
     for t, turn in enumerate(turns):

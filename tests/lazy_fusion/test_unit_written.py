@@ -4,33 +4,14 @@ third on; results bit for bit the uncached unit path's, with other data too, for
 of batch input it takes; it holds no value, op or unit; values go as backward consumes them
 and are there when read after backward; a batch of a kind it does not take leaves the
 recipes' path running."""
-import gc
-import weakref
-
 import numpy as np
 import pytest
+import test_unit_schedule
 from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
 from test_unit_forward import alone_step, rows_data, rows_step, shared_step, training_step
-from test_unit_schedule import (
-    TREES,
-    assert_same,
-    forest_step,
-    sequences,
-    step,
-    uncached,
-    weights,
-)
+from test_unit_schedule import TREES, assert_same, forest_step, sequences, step, uncached, weights
 
-from tape import (
-    Variable,
-    batch_inputs,
-    batched_backward,
-    batching,
-    lazy_replay,
-    ops,
-    unit_forward,
-    unit_gathers,
-)
+from tape import Variable, batch_inputs, batching, lazy_replay, ops, unit_forward, unit_gathers
 from tape.pending import LazyOp
 from tape.unit_schedule import UnitSchedule
 from tape.units import Unit
@@ -72,6 +53,16 @@ def test_the_forward_is_written_by_the_second_run_and_serves_bit_for_bit():
     before = unit_forward.written
     assert_same(step(new, sequences(5, 4)), uncached(new, sequences(5, 4)))
     assert unit_forward.written == before + 1
+
+
+def test_another_structure_or_state_never_runs_the_written_forward():
+    """``test_unit_schedule``'s graphs of another structure, state or pattern of leaves,
+    after the forward was written: each runs the uncached path, bit for bit."""
+    for _ in range(2):
+        step(weights(), sequences(5))
+    before = unit_forward.written
+    test_unit_schedule.test_another_structure_or_state_never_runs_the_schedule()
+    assert unit_forward.written == before + 1     # (its third step of the written graph)
 
 
 def test_the_written_forward_holds_no_value_op_or_unit():
@@ -141,44 +132,24 @@ def test_one_array_given_to_every_op_and_arrays_of_their_own_are_other_states():
 
 
 def test_held_intermediates_are_read_after_backward():
-    params = weights()
-    for _ in range(4):
-        step(params, sequences(5), [])
+    """``test_unit_schedule``'s check of values held through backward, on a written run:
+    the graph's first two backwards run before it."""
+    for _ in range(2):
+        step(weights(), sequences(5), [])
     before = unit_forward.written
-    got = step(params, sequences(5, seed=3), [])
-    assert unit_forward.written == before + 1 and len(got[2]) == 6
-    assert_same(got, uncached(params, sequences(5, seed=3), []))
+    test_unit_schedule.test_held_intermediates_get_their_values_from_the_schedule()
+    assert unit_forward.written == before + 1
 
 
 def test_values_go_as_backward_consumes_them(monkeypatch):
-    """As each unit is done, as many arrays the kernels were given or made are alive in a
-    written run as in the uncached one; after backward none is."""
-    params, data = weights(), sequences(5)
-    invoke, release = batching.invoke, batched_backward._release
-    made, alive = [], []
-
-    def noting(plan, arrays, wants=None, names=None):
-        results = invoke(plan, arrays, wants, names)
-        given = [a for a in arrays.values() if type(a) is np.ndarray and a.base is None and
-                 all(a is not p._value for p in params)]
-        made.extend(weakref.ref(a) for a in (*given, *results) if type(a) is np.ndarray)
-        return results
-
-    def releasing(unit):
-        release(unit)
-        alive[-1].append(sum(r() is not None for r in made))
-
-    monkeypatch.setattr(batching, "invoke", noting)
-    monkeypatch.setattr(batched_backward, "_release", releasing)
+    """``test_unit_schedule``'s check (as many arrays alive as each unit is done in every
+    run, none after backward) over two cached runs and two written ones: the graph's first
+    two backwards run before it."""
+    for _ in range(2):
+        step(weights(), sequences(5))
     before = unit_forward.written
-    for _ in range(6):
-        made.clear()
-        alive.append([])
-        step(params, data)
-        gc.collect()
-        assert made and all(r() is None for r in made)
+    test_unit_schedule.test_values_go_as_backward_consumes_them(monkeypatch)
     assert unit_forward.written == before + 2
-    assert all(counts == alive[0] for counts in alive)
 
 
 def test_a_shared_input_cut_from_a_batch_leaves_the_recipes_path():
