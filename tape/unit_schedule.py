@@ -7,9 +7,11 @@ backward's graph is the one a schedule was made for, op by op, in the same state
 in the walker's order, then run in the kept *turns*: the agenda's kernel calls of that
 graph's uncached backward, each the walker's places of its ops (record order within a
 batch), so the same batches run in the same order on the same inputs and results are bit
-for bit the uncached path's. Then the batched backward runs as before, each input gradient
-that goes to several places (a batch of tree nodes' children) filed by the route its first
-run recorded. A schedule holds no value and no op, only positions (and index arrays).
+for bit the uncached path's; from the schedule's third run, as the one function its second
+run (the first by the recipes) wrote out (``tape.unit_forward``). Then the batched backward
+runs as before, each input gradient that goes to several places (a batch of tree nodes'
+children) filed by the route its first run recorded. A schedule holds no value and no op,
+only positions (and index arrays), and its written forward no more.
 """
 from __future__ import annotations
 
