@@ -112,13 +112,14 @@ def test_inputs_read_alone_and_shared_results_of_lone_ops_are_written():
 
 
 def test_one_array_given_to_every_op_and_arrays_of_their_own_are_other_states():
-    """A given array is named by the first leaf that is the same object: one zero state
-    for every sequence and a zero state of each are two states, each written out."""
+    """A given array is named by the first leaf that is the same object: one start state
+    for every sequence and a start state of each (other values) are two states, each
+    written out."""
     params = weights()
 
     def run(shared):
-        zeros = np.zeros((1, 4), np.float32)
-        starts = [zeros if shared else zeros.copy() for _ in range(6)]
+        start = np.full((1, 4), 0.5, np.float32)
+        starts = [start if shared else start * n for n in range(6)]
         return training_step(params, lambda w, u: [ops.mean(ops.tanh(ops.matmul_v2(
             ops.tanh(ops.matmul_v2(Variable(x, stop_gradient=False), w) + Variable(h0)), u)))
             for x, h0 in zip(sequences(1), starts)])
