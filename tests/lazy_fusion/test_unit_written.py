@@ -65,6 +65,16 @@ def test_another_structure_or_state_never_runs_the_written_forward():
     assert unit_forward.written == before + 1     # (its third step of the written graph)
 
 
+def test_a_thread_runs_the_written_forward():
+    """``test_unit_schedule``'s steps in a new thread, on a graph whose forward is written
+    by then: its two cached steps run the written forward, bit for bit."""
+    for _ in range(2):
+        step(weights(), sequences(5))
+    before = unit_forward.written
+    test_unit_schedule.test_a_thread_runs_the_schedule_with_its_own_recipes()
+    assert unit_forward.written == before + 3
+
+
 def test_the_written_forward_holds_no_value_op_or_unit():
     params, data = weights(), sequences(5)
     for _ in range(5):
