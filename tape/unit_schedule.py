@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from . import fusion_steps
+from . import batched_backward, batching, fusion_steps
 from .batched_backward import run_batched_backward
 from .batching import run_turns
 from .pending import read
+from .unit_backward import write_backward
 
 
 class UnitSchedule:
@@ -57,9 +58,7 @@ class UnitSchedule:
         ref = loss._lazy
         loss._value = read(ref)
         loss._lazy = None
-        # (whether each unit's backward can run as one follows from the graph and its
-        # state, which the walker checked: ``_applies`` said so when the schedule was made)
-        return run_batched_backward(handles, records, loss, checked=True, layout=self.layout)
+        return self.layout.run(handles, records, loss)
 
 
 class HandleLayout:
@@ -70,9 +69,10 @@ class HandleLayout:
     (``batched_backward._units``: a pass over every handle and record, a search for the
     loss's op and a sort) and given out from then on, one slice or ``itemgetter`` call per
     unit. Per unit it also keeps where each input gradient of one piece goes, found by
-    that run's backward (``batched_grads.file_gradient``)."""
+    that run's backward (``batched_grads.file_gradient``). The run after it writes the whole
+    backward out from all that (``unit_backward.write_backward``), run from then on."""
 
-    __slots__ = ("order", "seed", "kept")
+    __slots__ = ("order", "seed", "kept", "written")
 
     def __init__(self):
         # per unit, in the order backward reaches them: (its first record position, what
@@ -80,6 +80,20 @@ class HandleLayout:
         # output slot index, index, row); per unit, where its one-piece input gradients go
         # (``batched_grads.file_gradient``), found by the first run's backward
         self.order = self.seed = self.kept = None
+        self.written = None     # the written backward (``unit_backward``); False: not written
+
+    def run(self, handles: list, records: list, loss) -> bool:
+        """The batched backward of ``loss`` (computed) over ``handles`` (``records``, as for
+        ``run_batched_backward``): the written one, once a first run found what it needs."""
+        written = self.written
+        if written is None and self.order is not None:
+            written = self.written = write_backward(self, handles, records, loss) or False
+        if written:
+            written(handles, records, batching.invoke, batched_backward._release)
+            return True
+        # (whether each unit's backward can run as one follows from the graph and its
+        # state, which the walker checked: ``_applies`` said so when the schedule was made)
+        return run_batched_backward(handles, records, loss, checked=True, layout=self)
 
     def record(self, handles: list, units: list, seed: tuple) -> None:
         """Keep how ``units`` (``batched_backward._units``: their handles given, in
