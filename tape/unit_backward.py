@@ -13,10 +13,11 @@ that stand for the units' gradients and the leaves', and the unit's release, wit
 dropped first so that each value goes when it went before. It runs from then on.
 
 The same kernels run on the same arrays in the same order and the same sums are made in the
-same order, so results are bit for bit those of ``run_batched_backward``. Not written (that
-path stays): a graph that files a gradient by variable to a value no unit of the run made
-(``batched_grads.take_filed``), a loss that is a row of a batch, or a unit read in several
-pieces without kept routes.
+same order, so results are bit for bit those of ``run_batched_backward``. The loss's seed
+goes in by ``batched_grads.add_rows`` as before. Not written (that path stays), though the
+walker's checks leave no such graph: one whose first cached run did not keep where a
+gradient goes, or that files one by variable to a value no unit of the run made
+(``batched_grads.take_filed``).
 """
 from __future__ import annotations
 
@@ -93,8 +94,6 @@ class _Writer:
         """The written function, from the units' seed (``batched_backward._seed``), the loss
         and the units' first record positions (``order``)."""
         unit, k, j, row = seed
-        if unit.size != 1:
-            raise _Refused
         out = self.lines
         out += [f"    u{n} = records[{first}]" for n, (first, _) in enumerate(order)]
         out += ["    records.clear()", "    try:"]
@@ -104,7 +103,7 @@ class _Writer:
         out.append(f"        add_rows(u{s}, {k}, {j}, [{row}], {ones}({self.constant(d.shape)}, "
                    f"{self.constant(dtypes.to_numpy(d.dtype))}))")
         out.append(f"        {self.grad_name(s, k, j)} = u{s}.grads[{(k, j)!r}][0]")
-        self.grads[(s, k, j)] = False
+        self.grads[(s, k, j)] = unit.size > 1   # (a batch's row: added into zeros, owned)
         self.reached[s] = {row}
         for n, unit in enumerate(self.units):
             if n in self.reached:
