@@ -18,6 +18,12 @@ goes in by ``batched_grads.add_rows`` as before. Not written (that path stays), 
 walker's checks leave no such graph: one whose first cached run did not keep where a
 gradient goes, or that files one by variable to a value no unit of the run made
 (``batched_grads.take_filed``).
+
+Callgrind, a whole training step of ``benchmarks/lazy_steps.py`` (``PYTHONHASHSEED=0``):
+``lm_16_fn`` 74.4 M -> 71.6 M instructions, ``forest_fn`` 67.5 M -> 65.5 M, ``lm_16``
+76.3 M -> 73.6 M. Most of what is left of the backward's Python is freeing the step's graph:
+the ~600 handles (``handles.clear()``, about 0.5 ms of CPU for ``lm_16_fn``) and each unit's
+arrays at its release.
 """
 from __future__ import annotations
 
