@@ -280,12 +280,8 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke,
     ``file_gradient`` keeps)."""
     hs = unit.handles
     h0 = hs[0] if hs[0] is not None else next(h for h in hs if h is not None)
-    plan = unit.plan
-    program = _programs.get(plan)
-    if program is None:
-        program = _program(plan, h0)
     temps = {}
-    for p, ins, outs in program:
+    for p, ins, outs in unit_program(unit.plan, h0):
         args = {}
         for slot, duplicable, bound in ins:
             if duplicable:
@@ -311,11 +307,15 @@ def _unit_backward(unit, leaves: dict, leaf_grads: dict, other: dict, invoke,
 _programs: dict = {}
 
 
-def _program(plan, h0) -> tuple:
+def unit_program(plan, h0) -> tuple:
     """Per grad step of ``plan``: ``(step, inputs, outputs)``, the bindings written for a
     unit: inputs ``(slot, duplicable, ((kind, fslot, i, output index, index), ...))`` and the
     wanted, kept outputs ``(n, duplicable, ((j, kind, key), ...))``, ``key`` the input
-    ``(fslot, i)`` a gradient goes to, or the temporary ``fslot`` (made once per plan)."""
+    ``(fslot, i)`` a gradient goes to, or the temporary ``fslot`` (made once per plan; ``h0``
+    a handle of it)."""
+    program = _programs.get(plan)
+    if program is not None:
+        return program
     steps = []
     for p in plan.backward if plan.backward is not None else prepare(plan, _counts(h0)):
         ins = []
@@ -349,7 +349,7 @@ def _joined_entries(unit, h0, which: int, fslot: str, i: int):
     unit's argument; the unit's handles share ``h0``'s plan, so the entry's place is found
     once."""
     position = entry_position(h0.plan, which, fslot, i)
-    return _joined(unit, [h.entries[position] for h in unit.handles])
+    return joined(unit, [h.entries[position] for h in unit.handles])
 
 
 def _argument(unit, h0, binding: tuple, temps: dict):
@@ -387,7 +387,7 @@ def _argument(unit, h0, binding: tuple, temps: dict):
     return shape_only(tuple(shape), d.dtype)
 
 
-def _joined(unit, entries: list):
+def joined(unit, entries: list):
     """The values of kept Variables ``entries`` (one per row), concatenated along axis 0."""
     values = []
     for e in entries:

@@ -9,18 +9,20 @@ graph's uncached backward, each the walker's places of its ops (record order wit
 batch), so the same batches run in the same order on the same inputs and results are bit
 for bit the uncached path's; from the schedule's third run, as the one function its second
 run (the first by the recipes) wrote out (``tape.unit_forward``). Then the batched backward
-runs as before, each input gradient that goes to several places (a batch of tree nodes'
-children) filed by the route its first run recorded. A schedule holds no value and no op,
-only positions (and index arrays), and its written forward no more.
+runs, each input gradient that goes to several places (a batch of tree nodes' children)
+filed by the route its first run recorded; from the schedule's second run, as the one
+function written out from what its first run kept (``tape.unit_backward``). A schedule holds
+no value and no op, only positions (and index arrays), and its written functions no more.
 """
 from __future__ import annotations
 
 from operator import itemgetter
 
-from . import fusion_steps
+from . import batched_backward, batching, fusion_steps
 from .batched_backward import run_batched_backward
 from .batching import run_turns
 from .pending import read
+from .unit_backward import write_backward
 from .unit_forward import run_and_write, run_written
 
 
@@ -73,9 +75,7 @@ class UnitSchedule:
         ref = loss._lazy
         loss._value = read(ref)
         loss._lazy = None
-        # (whether each unit's backward can run as one follows from the graph and its
-        # state, which the walker checked: ``_applies`` said so when the schedule was made)
-        return run_batched_backward(handles, records, loss, checked=True, layout=self.layout)
+        return self.layout.run(handles, records, loss)
 
 
 class HandleLayout:
@@ -86,9 +86,10 @@ class HandleLayout:
     (``batched_backward._units``: a pass over every handle and record, a search for the
     loss's op and a sort) and given out from then on, one slice or ``itemgetter`` call per
     unit. Per unit it also keeps where each input gradient of one piece goes, found by
-    that run's backward (``batched_grads.file_gradient``)."""
+    that run's backward (``batched_grads.file_gradient``). The run after it writes the whole
+    backward out from all that (``unit_backward.write_backward``), run from then on."""
 
-    __slots__ = ("order", "seed", "kept")
+    __slots__ = ("order", "seed", "kept", "written")
 
     def __init__(self):
         # per unit, in the order backward reaches them: (its first record position, what
@@ -96,6 +97,20 @@ class HandleLayout:
         # output slot index, index, row); per unit, where its one-piece input gradients go
         # (``batched_grads.file_gradient``), found by the first run's backward
         self.order = self.seed = self.kept = None
+        self.written = None     # the written backward (``unit_backward``); False: not written
+
+    def run(self, handles: list, records: list, loss) -> bool:
+        """The batched backward of ``loss`` (computed) over ``handles`` (``records``, as for
+        ``run_batched_backward``): the written one, once a first run found what it needs."""
+        written = self.written
+        if written is None and self.order is not None:
+            written = self.written = write_backward(self, handles, records, loss) or False
+        if written:
+            written(handles, records, batching.invoke, batched_backward._release)
+            return True
+        # (whether each unit's backward can run as one follows from the graph and its
+        # state, which the walker checked: ``_applies`` said so when the schedule was made)
+        return run_batched_backward(handles, records, loss, checked=True, layout=self)
 
     def record(self, handles: list, units: list, seed: tuple) -> None:
         """Keep how ``units`` (``batched_backward._units``: their handles given, in
