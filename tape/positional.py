@@ -99,9 +99,9 @@ def make_bound(info, env: dict, given: list, held: list):
     serve. A traced function's op (``tape.function``) records a call with it, its captured
     leaves held: what its positional runner checks and keys of every input on every call, the
     recorder checks of the arguments against the signature written into it, and of the held
-    Variables once per tape (the plan, found as the positional runner finds it, and their
-    arrays are bound for the tape), and again only where one of their arrays or stop_gradient
-    changed.
+    Variables once per tape (the plan, found as the positional runner finds it, their
+    arrays and a dict of them that each call's LazyOp ``args`` copies are bound for the
+    tape), and again only where one of their arrays or stop_gradient changed.
 
     None (for the general path to handle, with its errors) for arguments of another
     signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
@@ -131,7 +131,7 @@ def make_bound(info, env: dict, given: list, held: list):
              f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, plan{''.join(f', b{i}' for i in kept)} = bound",
+             f"    bound_serial, plan, template{''.join(f', b{i}' for i in kept)} = bound",
              *(f"    a{i} = v{i}._value" for i in kept),
              f"    if {' or '.join(['serial != bound_serial', *changed])}:",
              *(f"        d{i} = v{i}.desc" for i in kept),
@@ -140,7 +140,9 @@ def make_bound(info, env: dict, given: list, held: list):
              "        plan = info.plans.get(key)",
              f"        if {' or '.join(['plan is None or plan.made_whole is None', *refused])}:",
              "            return None",
-             f"        bound[:] = (serial, plan{''.join(f', a{i}' for i in kept)})",
+             "        template = {" + ", ".join(f"{s.name!r}: {f'a{i}' if i in kept else None}"
+                                       for i, s in enumerate(info.inputs)) + "}",
+             f"        bound[:] = (serial, plan, template{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
     for i in range(arguments):
@@ -151,9 +153,10 @@ def make_bound(info, env: dict, given: list, held: list):
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
     lines += ["    made = plan.made_whole",
-              *_recording_lines(info, required, entries, True, env, may_trace=False)]
+              *_recording_lines(info, required, entries, True, env, may_trace=False,
+                                template=("template", arguments))]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace.update(bound=[None] * (2 + len(kept)), place=given[0].place)
+    namespace.update(bound=[None] * (3 + len(kept)), place=given[0].place)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
 
@@ -195,19 +198,21 @@ def _entry(info, i: int, name: str, may_trace: bool = True, wants: bool | None =
 
 
 def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict,
-                     may_trace: bool = True) -> list:
+                     may_trace: bool = True, template: tuple | None = None) -> list:
     """Lines from the kernel call (a ``lazy`` op: its LazyOp) to the return, once ``plan``,
     ``made``, ``place``, ``serial`` and each input's ``v<i>``, ``a<i>`` (and, for an entry
     that reads them, ``d<i>`` and ``t<i>``) are bound. Without ``may_trace`` (a tape known
     not to be tracing), what only a tracing tape does is left out: the op is recorded
-    where its gradient flows."""
+    where its gradient flows. ``template``: ``(name, k)`` of a dict of every input slot's
+    array, right but for the first ``k`` slots', which a lazy op's ``args`` copies."""
     n = len(required)
     arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
     outputs = "".join(f"o{j}, " if not (s.duplicable or s.dispensable) else f"*o{j}, "
                       for j, s in enumerate(info.outputs))
     if lazy:
-        head, tail = env["lazy_tail"](info, arrays)
+        head, tail = env["lazy_tail"](info, *(
+            (arrays,) if template is None else (arrays[:template[1]], template[0])))
     else:
         head = [f"    result = plan.direct(plan.attrs, None{''.join(', ' + a for a in arrays)})"]
         tail = []
