@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from .place import CPU
 from .runner import GRAD_FLOWS, infer_new, pending_lines, variable_lines
+from .variable import stop_gradient_flips
 
 
 def positional_slots(info) -> tuple | None:
@@ -101,7 +102,8 @@ def make_bound(info, env: dict, given: list, held: list):
     recorder checks of the arguments against the signature written into it, and of the held
     Variables once per tape (the plan, found as the positional runner finds it, their
     arrays and a dict of them that each call's LazyOp ``args`` copies are bound for the
-    tape), and again only where one of their arrays or stop_gradient changed.
+    tape), and again only where one of their arrays changed or any Variable's stop_gradient
+    was set to another value since (``variable.stop_gradient_flips``).
 
     None (for the general path to handle, with its errors) for arguments of another
     signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
@@ -116,10 +118,12 @@ def make_bound(info, env: dict, given: list, held: list):
     unlike = [f"d{i}.shape != {v.desc.shape!r} or d{i}.dtype != {v.desc.dtype} or "
               f"d{i}.stop_gradient is not {v.desc.stop_gradient} or v{i}.place is not place"
               for i, v in enumerate(given)]
-    changed = [f"a{i} is not b{i} or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient"
-               for i in kept]
-    refused = [f"a{i} is None or v{i}.place is not place or v{i}._tape not in (0, serial)"
-               for i in kept]
+    # (a held Variable's stop_gradient: checked where the recorder binds, which it does again
+    # once any Variable's flag was set to another value: ``stop_gradient_flips``)
+    refused = [f"a{i} is None or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient or "
+               f"v{i}.place is not place or v{i}._tape not in (0, serial)" for i in kept]
+    rebound = ["serial != bound_serial or flips[0] != bound_flips",
+               *(f"a{i} is not b{i}" for i in kept)]
     # (an argument that wants no gradient is never stale, and its entry is then its VarDesc
     # where the op does not keep it)
     stale = [f"(t{i} := v{i}._tape) and t{i} != serial" for i in range(arguments) if wants[i]]
@@ -131,9 +135,10 @@ def make_bound(info, env: dict, given: list, held: list):
              f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, plan, template{''.join(f', b{i}' for i in kept)} = bound",
+             f"    bound_serial, bound_flips, plan, template{''.join(f', b{i}' for i in kept)}"
+             " = bound",
              *(f"    a{i} = v{i}._value" for i in kept),
-             f"    if {' or '.join(['serial != bound_serial', *changed])}:",
+             f"    if {' or '.join(rebound)}:",
              *(f"        d{i} = v{i}.desc" for i in kept),
              "        sig = ()",
              *_key_lines(info, n, "        "),
@@ -142,7 +147,8 @@ def make_bound(info, env: dict, given: list, held: list):
              "            return None",
              "        template = {" + ", ".join(f"{s.name!r}: {f'a{i}' if i in kept else None}"
                                        for i, s in enumerate(info.inputs)) + "}",
-             f"        bound[:] = (serial, plan, template{''.join(f', a{i}' for i in kept)})",
+             f"        bound[:] = (serial, flips[0], plan, template"
+             f"{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
     for i in range(arguments):
@@ -156,7 +162,8 @@ def make_bound(info, env: dict, given: list, held: list):
               *_recording_lines(info, required, entries, True, env, may_trace=False,
                                 template=("template", arguments))]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace.update(bound=[None] * (3 + len(kept)), place=given[0].place)
+    namespace.update(bound=[None] * (4 + len(kept)), place=given[0].place,
+                     flips=stop_gradient_flips)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
 
