@@ -216,7 +216,6 @@ def variable_lines(indent: str, value: str, recorded: bool, made: str = "m",
         ["d.shape, d.dtype, stop_gradient = " + made, "d.stop_gradient = True"]
     return [indent + line for line in (
         "d = new(VarDesc)",
-        "d._name = None",
         *described,
         "v = new(Variable)",
         "v.desc = d",
