@@ -81,7 +81,7 @@ def gather_many_lines(i: int, name: str, dispensable: bool, kept: bool) -> list:
             "            shape, dtype, stop = first.desc.shape, first.desc.dtype, "
             "first.desc.stop_gradient",
             f"        for v in vs{i}:",
-            "            if not isinstance(v, Variable):",
+            "            if type(v) is not Variable and not isinstance(v, Variable):",
             f"                raise not_variable(info, {n}, v)",
             "            d = v.desc",
             "            value = v._value",
