@@ -21,7 +21,7 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import GRAD_FLOWS, infer_new, pending_lines, variable_lines
+from .runner import GRAD_FLOWS, SIGNATURE_LINES, infer_new, pending_lines, variable_lines
 from .variable import stop_gradient_flips
 
 
@@ -59,8 +59,7 @@ def make_positional(info, env: dict, lazy: bool = False):
         lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
     lines += ["    place = v0.place" if n else "    place = default_place[0]",
               "    serial = tape.serial",
-              "    if sig is None:",
-              "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+              *SIGNATURE_LINES,
               *_key_lines(info, n, "    "),
               "    try:",
               "        plan = info.plans.get(key)",
