@@ -1,7 +1,8 @@
 """A traced function's lazy recorder (``positional.make_bound``) makes each call's LazyOp
 ``args`` as a copy of a dict bound for the tape with the captured Variables' arrays, only the
-arguments set per call. Each op's dict is its own, and a captured array replaced mid-tape is
-the one the calls after it read."""
+arguments set per call; a lazy positional runner, as a copy of its optional slots' Nones.
+Each op's dict is its own, and a captured array replaced mid-tape is the one the calls after
+it read."""
 import numpy as np
 import pytest
 from test_positional import unchecked  # noqa: F401  (the fixture every test here uses)
@@ -56,3 +57,25 @@ def test_a_captured_array_replaced_mid_tape_is_read_by_the_calls_after_it():
         got = after[-1].numpy()
     tape.reset_global_tape()
     np.testing.assert_array_equal(got, f(x).numpy())
+
+
+def test_a_lazy_positional_ops_args_are_its_own_with_absent_slots_none():
+    """A lazy positional runner of an op with optional slots (scale: ScaleTensor, BiasTensor;
+    split: AxisTensor, SectionsTensorList) copies a dict of Nones and sets the required
+    slots: each op's dict its own, in slot order."""
+    x = tape.Variable(RNG.standard_normal((4, 3)), stop_gradient=False)
+    with tape.lazy():
+        tape.reset_global_tape()
+        first = ops.scale(x, scale=2.0)
+        second = ops.scale(first, scale=3.0)
+        parts = ops.split(second, num=2, axis=0)
+        ops_made = [_op(first), _op(second), _op(parts[0])]
+        for op, read in zip(ops_made, [x.value(), first._lazy, second._lazy]):
+            info = op.plan.info
+            assert list(op.args) == [s.name for s in info.inputs]
+            (required,) = [s.name for s in info.inputs if not s.dispensable]
+            assert op.args[required] is read or op.args[required] == read
+            assert all(op.args[s.name] is None for s in info.inputs if s.dispensable)
+        assert len({id(op.args) for op in ops_made}) == 3
+        got = parts[1].numpy()
+    np.testing.assert_array_equal(got, (x.numpy() * 2.0 * 3.0)[2:])
