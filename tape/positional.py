@@ -109,8 +109,8 @@ def make_bound(info, env: dict, given: list, held: list):
     tape), and again only where one of their arrays changed or any Variable's stop_gradient
     was set to another value since (``variable.stop_gradient_flips``).
 
-    None (for the general path to handle, with its errors) for arguments of another
-    signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
+    None (for the general path to handle, with its errors) for arguments of another number
+    or signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
     that holds no value (pending), is on another place or of another tape; a plan not made
     yet; a tape spent or tracing; a check on."""
     required = positional_slots(info)
@@ -132,7 +132,10 @@ def make_bound(info, env: dict, given: list, held: list):
     # where the op does not keep it)
     stale = [f"(t{i} := v{i}._tape) and t{i} != serial" for i in range(arguments) if wants[i]]
     lines = ["def run(tape, args):",
-             f"    {names}= args",
+             "    try:",
+             f"        {names}= args",
+             "    except ValueError:      # (another number of arguments)",
+             "        return None",
              f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}:",
              "        return None",
              *(f"    d{i} = v{i}.desc" for i in range(arguments)),
