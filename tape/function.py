@@ -75,15 +75,16 @@ class Function:
         self.traces: dict = {}      # the arguments' signature (_written_call) -> _Trace
         # number of arguments -> the lazy recorder (_Trace.record) that served such a call last
         self.recorders: dict = {}
+        self.recorder = None        # the one of those that served the last call (of any number)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Variable):
-        # (the written call's first question, asked here: a recurrent step's call on a lazy
-        # tape then costs no frame but the recorder's; the thread's tape read as
-        # get_global_tape reads it)
+        # (the written call's first question, asked here of the last call's recorder, which
+        # refuses another number of arguments: a recurrent step's call on a lazy tape then
+        # costs no frame but the recorder's; the thread's tape read as get_global_tape reads it)
         t = _local.tape
         if type(t) is LazyTape:
-            record = self.recorders.get(len(args))
+            record = self.recorder
             if record is not None:
                 made = record(t, args)
                 if made is not None:
@@ -121,6 +122,7 @@ class Function:
             trace = self.traces[key] = _trace(self.fn, self.name, args, t)
             captured = trace.captured_now(t.serial)
             self.recorders.clear()      # (one may be the replaced trace's)
+            self.recorder = None
         run = trace.runner(type(t))
         if run is not None:
             return run(t, {}, (), *args, *captured)
@@ -174,7 +176,7 @@ def _written_call(function: Function, n: int):
              "        if record is not None and type(t) is LazyTape:",
              "            made = record(t, args)",
              "            if made is not None:",
-             f"                function.recorders[{n}] = record",
+             f"                function.recorders[{n}] = function.recorder = record",
              "                return made",
              "        checked = trace.checked",
              "        captured = checked[2] if checked[0] == t.serial and \\",

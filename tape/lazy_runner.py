@@ -81,7 +81,7 @@ def gather_many_lines(i: int, name: str, dispensable: bool, kept: bool) -> list:
             "            shape, dtype, stop = first.desc.shape, first.desc.dtype, "
             "first.desc.stop_gradient",
             f"        for v in vs{i}:",
-            "            if not isinstance(v, Variable):",
+            "            if type(v) is not Variable and not isinstance(v, Variable):",
             f"                raise not_variable(info, {n}, v)",
             "            d = v.desc",
             "            value = v._value",
@@ -134,23 +134,32 @@ def _record_lines(given_outputs: bool) -> list:
     return lines
 
 
-def _op_lines(info, arrays: list, filed: bool = False) -> list:
+def _op_lines(info, arrays: list, filed: bool = False, template: str | None = None) -> list:
     """Lines that make ``op``, the LazyOp of ``plan`` reading ``arrays`` (per input slot, the
-    expression of its array, ref or list of them); ``filed``: its ``record`` is set later."""
+    expression of its array, ref or list of them); ``filed``: its ``record`` is set later.
+    With ``template`` (the name of a dict of every input slot's array), ``arrays`` gives only
+    the leading slots' and the rest are the template's: its copy, those slots set, is the
+    op's ``args`` (a dict of seven copied is 40% cheaper than one built)."""
+    if template is None:
+        args = ["    op.args = {" + ", ".join(f"{s.name!r}: {a}"
+                                              for s, a in zip(info.inputs, arrays)) + "}"]
+    else:
+        args = [f"    op.args = op_args = {template}.copy()",
+                *(f"    op_args[{s.name!r}] = {a}" for s, a in zip(info.inputs, arrays))]
     return ["    op = new(LazyOp)",
             "    op.plan = plan",
-            "    op.args = {" + ", ".join(f"{s.name!r}: {a}" for s, a in zip(info.inputs, arrays))
-            + "}",
+            *args,
             "    op.results = op.batch = op.unit = op.users = op.names = "
             + ("None" if filed else "op.record = None"),
             "    op.order = next(order)"]
 
 
-def positional_tail(info, arrays: list) -> tuple:
+def positional_tail(info, arrays: list, template: str | None = None) -> tuple:
     """``(head, tail)``: the lines of a lazy positional runner (``tape.positional``) that make
     its LazyOp, in place of the kernel call, and that file a recorded one in the tape's
-    ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None."""
-    return _op_lines(info, arrays, filed=True), _record_lines(False)
+    ``deferred`` after its handle. ``arrays``: per input slot, ``a{i}`` or None (with
+    ``template``, the leading slots' only: see ``_op_lines``)."""
+    return _op_lines(info, arrays, True, template), _record_lines(False)
 
 
 _stand_ins: dict = {}

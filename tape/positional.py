@@ -21,7 +21,8 @@ absent.
 from __future__ import annotations
 
 from .place import CPU
-from .runner import GRAD_FLOWS, infer_new, pending_lines, variable_lines
+from .runner import GRAD_FLOWS, SIGNATURE_LINES, infer_new, pending_lines, variable_lines
+from .variable import stop_gradient_flips
 
 
 def positional_slots(info) -> tuple | None:
@@ -58,8 +59,7 @@ def make_positional(info, env: dict, lazy: bool = False):
         lines += [f"    d{i} = v{i}.desc", f"    a{i} = v{i}._value"]
     lines += ["    place = v0.place" if n else "    place = default_place[0]",
               "    serial = tape.serial",
-              "    if sig is None:",
-              "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+              *SIGNATURE_LINES,
               *_key_lines(info, n, "    "),
               "    try:",
               "        plan = info.plans.get(key)",
@@ -87,8 +87,13 @@ def make_positional(info, env: dict, lazy: bool = False):
               "    if made is None:",
               f"        {general}"]
     entries = [_entry(info, i, name) for i, name in enumerate(required)]
-    lines += _recording_lines(info, required, entries, lazy, env)
-    return _compiled(info, lines, env, lazy)
+    # (a lazy op's args: a copy of the absent optional slots' Nones, the required slots set,
+    # costs a third less than a dict of three or more built)
+    absent = lazy and len(info.inputs) > max(n, 2)
+    lines += _recording_lines(info, required, entries, lazy, env,
+                              template=("absent", n) if absent else None)
+    return _compiled(info, lines, env, lazy,
+                     {"absent": dict.fromkeys(s.name for s in info.inputs)} if absent else None)
 
 
 def make_bound(info, env: dict, given: list, held: list):
@@ -99,12 +104,13 @@ def make_bound(info, env: dict, given: list, held: list):
     serve. A traced function's op (``tape.function``) records a call with it, its captured
     leaves held: what its positional runner checks and keys of every input on every call, the
     recorder checks of the arguments against the signature written into it, and of the held
-    Variables once per tape (the plan, found as the positional runner finds it, and their
-    arrays are bound for the tape), and again only where one of their arrays or stop_gradient
-    changed.
+    Variables once per tape (the plan, found as the positional runner finds it, their
+    arrays and a dict of them that each call's LazyOp ``args`` copies are bound for the
+    tape), and again only where one of their arrays changed or any Variable's stop_gradient
+    was set to another value since (``variable.stop_gradient_flips``).
 
-    None (for the general path to handle, with its errors) for arguments of another
-    signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
+    None (for the general path to handle, with its errors) for arguments of another number
+    or signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
     that holds no value (pending), is on another place or of another tape; a plan not made
     yet; a tape spent or tracing; a check on."""
     required = positional_slots(info)
@@ -116,31 +122,40 @@ def make_bound(info, env: dict, given: list, held: list):
     unlike = [f"d{i}.shape != {v.desc.shape!r} or d{i}.dtype != {v.desc.dtype} or "
               f"d{i}.stop_gradient is not {v.desc.stop_gradient} or v{i}.place is not place"
               for i, v in enumerate(given)]
-    changed = [f"a{i} is not b{i} or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient"
-               for i in kept]
-    refused = [f"a{i} is None or v{i}.place is not place or v{i}._tape not in (0, serial)"
-               for i in kept]
+    # (a held Variable's stop_gradient: checked where the recorder binds, which it does again
+    # once any Variable's flag was set to another value: ``stop_gradient_flips``)
+    refused = [f"a{i} is None or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient or "
+               f"v{i}.place is not place or v{i}._tape not in (0, serial)" for i in kept]
+    rebound = ["serial != bound_serial or flips[0] != bound_flips",
+               *(f"a{i} is not b{i}" for i in kept)]
     # (an argument that wants no gradient is never stale, and its entry is then its VarDesc
     # where the op does not keep it)
     stale = [f"(t{i} := v{i}._tape) and t{i} != serial" for i in range(arguments) if wants[i]]
     lines = ["def run(tape, args):",
-             f"    {names}= args",
+             "    try:",
+             f"        {names}= args",
+             "    except ValueError:      # (another number of arguments)",
+             "        return None",
              f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}:",
              "        return None",
              *(f"    d{i} = v{i}.desc" for i in range(arguments)),
              f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, plan{''.join(f', b{i}' for i in kept)} = bound",
+             f"    bound_serial, bound_flips, plan, template{''.join(f', b{i}' for i in kept)}"
+             " = bound",
              *(f"    a{i} = v{i}._value" for i in kept),
-             f"    if {' or '.join(['serial != bound_serial', *changed])}:",
+             f"    if {' or '.join(rebound)}:",
              *(f"        d{i} = v{i}.desc" for i in kept),
              "        sig = ()",
              *_key_lines(info, n, "        "),
              "        plan = info.plans.get(key)",
              f"        if {' or '.join(['plan is None or plan.made_whole is None', *refused])}:",
              "            return None",
-             f"        bound[:] = (serial, plan{''.join(f', a{i}' for i in kept)})",
+             "        template = {" + ", ".join(f"{s.name!r}: {f'a{i}' if i in kept else None}"
+                                       for i, s in enumerate(info.inputs)) + "}",
+             f"        bound[:] = (serial, flips[0], plan, template"
+             f"{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
     for i in range(arguments):
@@ -151,9 +166,11 @@ def make_bound(info, env: dict, given: list, held: list):
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
     lines += ["    made = plan.made_whole",
-              *_recording_lines(info, required, entries, True, env, may_trace=False)]
+              *_recording_lines(info, required, entries, True, env, may_trace=False,
+                                template=("template", arguments))]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace.update(bound=[None] * (2 + len(kept)), place=given[0].place)
+    namespace.update(bound=[None] * (4 + len(kept)), place=given[0].place,
+                     flips=stop_gradient_flips)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
 
@@ -195,19 +212,21 @@ def _entry(info, i: int, name: str, may_trace: bool = True, wants: bool | None =
 
 
 def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict,
-                     may_trace: bool = True) -> list:
+                     may_trace: bool = True, template: tuple | None = None) -> list:
     """Lines from the kernel call (a ``lazy`` op: its LazyOp) to the return, once ``plan``,
     ``made``, ``place``, ``serial`` and each input's ``v<i>``, ``a<i>`` (and, for an entry
     that reads them, ``d<i>`` and ``t<i>``) are bound. Without ``may_trace`` (a tape known
     not to be tracing), what only a tracing tape does is left out: the op is recorded
-    where its gradient flows."""
+    where its gradient flows. ``template``: ``(name, k)`` of a dict of every input slot's
+    array, right but for the first ``k`` slots', which a lazy op's ``args`` copies."""
     n = len(required)
     arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
     outputs = "".join(f"o{j}, " if not (s.duplicable or s.dispensable) else f"*o{j}, "
                       for j, s in enumerate(info.outputs))
     if lazy:
-        head, tail = env["lazy_tail"](info, arrays)
+        head, tail = env["lazy_tail"](info, *(
+            (arrays,) if template is None else (arrays[:template[1]], template[0])))
     else:
         head = [f"    result = plan.direct(plan.attrs, None{''.join(', ' + a for a in arrays)})"]
         tail = []

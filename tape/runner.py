@@ -33,6 +33,23 @@ from .variable import Variable, new_variable
 GRAD_FLOWS = ("    grad_flows = plan.requires_grad and not (no_grad_blocks[0] and "
               "local.no_grad_depth)")
 
+# ``sig``, where the caller gave None: ``attr_signature.signature`` written out for attributes
+# with no zero or NaN, ``(*attrs.items(), *map(type, attrs.values()))``; one or two attributes
+# (most calls that pass any) unpacked from ``items()``, which builds the same tuple for less
+# than half the instructions
+SIGNATURE_LINES = (
+    "    if sig is None:",
+    "        if not attrs:",
+    "            sig = ()",
+    "        elif len(attrs) == 1:",
+    "            (i0,) = attrs.items()",
+    "            sig = (i0, type(i0[1]))",
+    "        elif len(attrs) == 2:",
+    "            i0, i1 = attrs.items()",
+    "            sig = (i0, i1, type(i0[1]), type(i1[1]))",
+    "        else:",
+    "            sig = (*attrs.items(), *map(type, attrs.values()))")
+
 
 def make_runner(info, env: dict, lazy: bool = False):
     """The runner of ``info``: ``run(tape, inputs, attrs, outputs=None, sig=None) -> {slot:
@@ -81,8 +98,7 @@ def make_runner(info, env: dict, lazy: bool = False):
                         else f"    e{i} = {one}")
             parts.append(f"*e{i}" if dispensable else f"e{i}")
     lines += [
-        "    if sig is None:     # (``signature``, written out for attributes with no zero or NaN)",
-        "        sig = (*attrs.items(), *map(type, attrs.values())) if attrs else ()",
+        *SIGNATURE_LINES,
         f"    key = (sig, {', '.join(key)})" if key else "    key = (sig,)",
         "    if place is None:",
         "        place = default_place[0]",
@@ -216,7 +232,6 @@ def variable_lines(indent: str, value: str, recorded: bool, made: str = "m",
         ["d.shape, d.dtype, stop_gradient = " + made, "d.stop_gradient = True"]
     return [indent + line for line in (
         "d = new(VarDesc)",
-        "d._name = None",
         *described,
         "v = new(Variable)",
         "v.desc = d",

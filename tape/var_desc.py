@@ -33,7 +33,8 @@ class VarDesc:
 
     # ``persistable``, ``type`` and ``need_check_feed`` are properties over the ``_``-named
     # slots (below the class): an op's new output leaves those unset and reads the defaults,
-    # three stores less per eager op; what sets one (a parameter, a feed) stores it.
+    # three stores less per eager op; what sets one (a parameter, a feed) stores it. So is
+    # ``name``: an op's new output leaves ``_name`` unset, named when first asked.
     __slots__ = ("_name", "shape", "dtype", "stop_gradient", "_persistable", "_type",
                  "_need_check_feed", "__weakref__")
 
@@ -53,7 +54,6 @@ class VarDesc:
         """The VarDesc of an op's new output (the eager hot path): named ``tmp_<n>`` when its
         name is first asked for, which most temporaries never are."""
         d = _new_object(cls)
-        d._name = None
         d.shape = shape
         d.dtype = dtype
         d.stop_gradient = stop_gradient
@@ -61,7 +61,10 @@ class VarDesc:
 
     @property
     def name(self) -> str:
-        name = self._name
+        try:
+            name = self._name
+        except AttributeError:      # (a new output's: never set, a store less per op)
+            name = None
         if name is None:
             name = self._name = next(_temporary_names)
         return name
