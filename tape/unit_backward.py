@@ -43,6 +43,7 @@ from .batched_grads import (
     total_rows,
     whole_spec,
 )
+from .code_constants import CodeConstants
 from .desc import GRAD_SUFFIX
 from .grad_replay import shape_only
 from .grad_steps import FWD_IN, FWD_OUT, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
@@ -76,7 +77,7 @@ def _set_grad(leaf, g) -> None:
     leaf.grad = Variable(total, name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)
 
 
-class _Writer:
+class _Writer(CodeConstants):
     """The lines of one written backward, and what the walk over its units knows so far:
     which output gradients (``(unit place, output index, index)``) and leaf gradients have a
     part yet and whether their sum is owned, and which rows of each unit a gradient
@@ -88,9 +89,8 @@ class _Writer:
         self.where = {id(h): p for p, h in enumerate(handles)}
         self.kept = layout.kept
         self.lines = ["def backward(handles, records, invoke, release):"]
-        self.namespace = {"add_rows": add_rows, "joined": joined, "fit": _fit,
-                          "set_grad": _set_grad, "add_at": np.add.at}
-        self.constants = {}
+        super().__init__({"add_rows": add_rows, "joined": joined, "fit": _fit,
+                          "set_grad": _set_grad, "add_at": np.add.at})
         self.grads = {}     # (unit place, k, j) -> owned
         self.reached = {}   # unit place -> rows a gradient reached
         self.leaves = {}    # leaf VarDesc -> (its number, owned)
@@ -127,14 +127,6 @@ class _Writer:
         exec(compile("\n".join(out), "<batched backward of a unit schedule>", "exec"),
              self.namespace)
         return self.namespace["backward"]
-
-    def constant(self, value) -> str:
-        """The name a constant of the written function is bound to in its namespace."""
-        name = self.constants.get(id(value))
-        if name is None:
-            name = self.constants[id(value)] = f"c{len(self.constants)}"
-            self.namespace[name] = value
-        return name
 
     @staticmethod
     def grad_name(n: int, k: int, j: int) -> str:

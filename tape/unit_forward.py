@@ -25,6 +25,7 @@ import weakref
 from . import batching
 from .batch_inputs import BatchRecipes
 from .batch_rules import SHARED, STACK, rule_of, stacked
+from .code_constants import CodeConstants
 from .unit_gathers import Unwritable, in_op_order_code, rows_code
 from .units import Unit
 
@@ -56,7 +57,7 @@ def run_written(forward, ops: list, leaves: tuple, records: list) -> None:
     written += 1
 
 
-class _Writer:
+class _Writer(CodeConstants):
     """The lines and the namespace of one written forward."""
 
     def __init__(self, ops: list, args: list, leaves: tuple, turns: list):
@@ -74,17 +75,8 @@ class _Writer:
         for k, x in enumerate(leaves):
             self.leaf.setdefault(id(x), k)
         self.leaves_read = set()
-        self.namespace = {"Unit": Unit, "weakref_ref": weakref.ref, "stacked": stacked,
-                          "run_one": batching.run_one}
-        self.named = {}
-
-    def constant(self, value) -> str:
-        """A name for ``value`` in the function's namespace (one per object)."""
-        name = self.named.get(id(value))
-        if name is None:
-            name = self.named[id(value)] = f"c{len(self.named)}"
-            self.namespace[name] = value
-        return name
+        super().__init__({"Unit": Unit, "weakref_ref": weakref.ref, "stacked": stacked,
+                          "run_one": batching.run_one})
 
     def given(self, array) -> str:
         """The name of given array ``array`` (the first leaf that is it: the walker
