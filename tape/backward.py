@@ -45,7 +45,7 @@ def _hand_over(ready, grads, leaves) -> None:
     for leaf in ready:
         d = leaf.desc
         if leaves.pop(d, None) is not None:
-            _set_grad(leaf, grads.pop(d))
+            set_grad(leaf, grads.pop(d))
             for hook in grad_ready_hooks:
                 hook(leaf)
 
@@ -74,13 +74,14 @@ def run_backward(ops: list, seeds: dict) -> None:
     if ready:
         _hand_over(ready.pop(0, ()), grads, leaves)
     for d, leaf in leaves.items():
-        _set_grad(leaf, grads[d])
+        set_grad(leaf, grads[d])
     if ready is not None:
         for hook in grad_ready_hooks:
             hook(None)
 
 
-def _set_grad(leaf: Variable, g) -> None:
+def set_grad(leaf: Variable, g) -> None:
+    """Give ``leaf`` the gradient ``g``, added to the one it has (every backward's last step)."""
     total = g if leaf.grad is None else leaf.grad._value + g
     name = leaf.desc.name + GRAD_SUFFIX
     # a host array of a supported dtype needs none of Variable()'s conversions

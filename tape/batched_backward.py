@@ -29,6 +29,7 @@ from __future__ import annotations
 from itertools import repeat
 
 from . import dtypes
+from .backward import set_grad
 from .batch_rules import SHARED
 from .batched_grads import (
     add_rows,
@@ -40,7 +41,6 @@ from .batched_grads import (
     total_rows,
     whole_spec,
 )
-from .desc import GRAD_SUFFIX
 from .grad_replay import _counts, prepare, shape_only
 from .grad_steps import FWD_IN, FWD_OUT, META_IN, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .pending import collector_paused, prune, read
@@ -102,9 +102,7 @@ def run_batched_backward(handles: list, records: list, loss, turns: list | None 
         for unit in units:  # (left by a return or an error: nothing may hold the handles)
             _release(unit)
     for d, leaf in leaves.items():
-        g = leaf_grads[d][0]
-        total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+        set_grad(leaf, leaf_grads[d][0])
     return True
 
 

@@ -23,9 +23,9 @@ import numpy as np
 
 from . import dtypes, lazy_replay
 from . import flags as _flags
+from .backward import set_grad
 from .batched_backward import run_batched_backward
 from .batched_grads import entry_position
-from .desc import GRAD_SUFFIX
 from .grad_replay import _counts, argument_lines, gradient_target_lines, prepare
 from .grad_steps import FWD_IN, FWD_OUT, IN_GRAD, META_IN, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .lazy_program import build
@@ -127,9 +127,7 @@ def _run(ops: list, loss, attempt=None) -> None:
     for d, g in zip(order, values):
         if g is None:
             continue
-        leaf = leaves[d]
-        total = g if leaf.grad is None else leaf.grad._value + g
-        leaf.grad = Variable(total, name=d.name + GRAD_SUFFIX, place=leaf.place)
+        set_grad(leaves[d], g)
 
 
 _LEAVES = object()

@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from . import batching, fusion_steps
-from .desc import GRAD_SUFFIX
+from .backward import set_grad
 from .fusion import FusedGroup, fuse_chains
 from .kernels import fused
 from .pending import LazyOp, ShapeOnly, prune, read
@@ -168,7 +168,7 @@ def _written(attempt, steps: list, targets: list, order: list, leaves: dict):
         if type(e) is Variable:
             gathered.setdefault(id(e._value), count + k)
     namespace = {"batching": batching, "fused": fused, "np": np, "Variable": Variable,
-                 "GRAD_SUFFIX": GRAD_SUFFIX, "total_of": _total_of, "loop": _loop}
+                 "set_grad": set_grad, "total_of": _total_of, "loop": _loop}
     table = {}      # id(op) -> its results' local, t<k>
     constants = {}  # id(array) -> its local
     lines = []
@@ -256,9 +256,7 @@ def _written(attempt, steps: list, targets: list, order: list, leaves: dict):
         uses.update(uses_before)
         kept.add(gradient.split("[")[0])
         tail += [f"    g_ = {gradient}", "    if g_ is not None:",
-                 f"        leaf = entries[{where}]",
-                 "        leaf.grad = Variable(g_ if leaf.grad is None else leaf.grad._value + g_,"
-                 " name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)"]
+                 f"        set_grad(entries[{where}], g_)"]
     if failed:
         return None
     released = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from .backward import set_grad
 from .batch_rules import SHARED
 from .batched_backward import joined, unit_program
 from .batched_grads import (
@@ -44,7 +45,6 @@ from .batched_grads import (
     whole_spec,
 )
 from .code_constants import CodeConstants
-from .desc import GRAD_SUFFIX
 from .grad_replay import shape_only
 from .grad_steps import FWD_IN, FWD_OUT, META_OUT, OPT_OUT_GRAD, OUT_GRAD, TEMP
 from .variable import Variable
@@ -72,10 +72,6 @@ def _fit(g, shape):
     return g if g.shape == shape else g.reshape(shape)
 
 
-def _set_grad(leaf, g) -> None:
-    total = g if leaf.grad is None else leaf.grad._value + g
-    leaf.grad = Variable(total, name=leaf.desc.name + GRAD_SUFFIX, place=leaf.place)
-
 
 class _Writer(CodeConstants):
     """The lines of one written backward, and what the walk over its units knows so far:
@@ -90,7 +86,7 @@ class _Writer(CodeConstants):
         self.kept = layout.kept
         self.lines = ["def backward(handles, records, invoke, release):"]
         super().__init__({"add_rows": add_rows, "joined": joined, "fit": _fit,
-                          "set_grad": _set_grad, "add_at": np.add.at})
+                          "set_grad": set_grad, "add_at": np.add.at})
         self.grads = {}     # (unit place, k, j) -> owned
         self.reached = {}   # unit place -> rows a gradient reached
         self.leaves = {}    # leaf VarDesc -> (its number, owned)
