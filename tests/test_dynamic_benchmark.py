@@ -156,8 +156,23 @@ def test_lazy_steps_splits_a_step_into_record_execute_and_sgd(capsys):
     lazy_steps.main(["lm_batch", "--steps", "1"])
     line = capsys.readouterr().out.strip()
     figures = [float(f) for f in re.findall(r"(\d+\.\d+)", line)]
-    assert line.startswith("lm_batch: ms per step") and len(figures) == 6
+    assert line.startswith("lm_batch: 37 ops; ms per step") and len(figures) == 6
     assert all(f >= 0 for f in figures) and figures[1] > 0     # (recording takes time)
+
+
+def test_lazy_steps_splits_execute_into_kernels_and_the_rest_and_prints_the_budget(capsys):
+    """With --kernels, execute = kernels (under batching.invoke) + the rest, and the LM's
+    0.9x budget per op beyond the hand batch's; --floor times the leanest recording."""
+    lazy_steps.main(["lm_batch", "lm_16_fn", "--steps", "2", "--kernels", "--floor"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    for which, ops in (("lm_batch", 37), ("lm_16_fn", 594)):
+        line = next(line for line in lines if line.startswith(f"{which}: {ops} ops;"))
+        record, _, execute, _, sgd, _, kernels, _, rest, _ = map(
+            float, re.findall(r"(\d+\.\d+)", line))
+        assert kernels > 0 and rest > 0 and kernels + rest <= execute + 0.02   # (rounding)
+    budget = next(line for line in lines if line.startswith("lm_16_fn at 0.9x"))
+    assert "the 557 ops it has beyond the hand batch's 37 may cost" in budget
+    assert next(line for line in lines if line.startswith("floor: lm_16's 594 ops"))
 
 
 def test_the_lm_target_ratio_is_against_the_hand_batch_timed_alongside(monkeypatch, capsys):
