@@ -29,9 +29,9 @@ one a lazy execution runs; a traced cell's generated forward and backward includ
 rest, and, with ``lm_batch`` in the run, prints the budget of a 0.9x ratio: what the 16
 sequences' step may cost, what their kernels and SGD leave of it for recording and execution
 bookkeeping, and that per recorded op beyond the hand batch's. ``--floor`` times the same
-user loop as ``lm_16`` recording into the leanest Python objects (per op one object holding
-its inputs, per output one object, no check at all) and freeing them: what no pure-Python
-recorder of this graph goes under.
+user loop as ``lm_16`` recording into the leanest Python records (per op a list holding its
+inputs, per output an object holding ``(op, index)``, no check, no shape) and freeing them:
+about what no pure-Python recorder of this graph goes under.
 """
 from __future__ import annotations
 
@@ -94,26 +94,25 @@ def training(which: str, warm_up: int = 3, kernels: bool = False):
     return step
 
 
-class _Op:
-    __slots__ = ("inputs",)
-
-    def __init__(self, inputs):
-        self.inputs = inputs
+class _Output:
+    __slots__ = ("ref",)
 
 
-class _Out:
-    __slots__ = ("op", "index")
-
-    def __init__(self, op, index):
-        self.op = op
-        self.index = index
-
-
-def _record(tape: list, inputs, outputs: int):
-    """The leanest record of one op: an object holding its inputs, one per output."""
-    op = _Op(inputs)
+def _record(tape: list, inputs, outputs: int, new=object.__new__):
+    """The leanest record of one op: a list holding its inputs, on ``tape``; per output an
+    object holding ``(op, index)`` (a Variable has to be an object of its own class)."""
+    op = [inputs]
     tape.append(op)
-    return [_Out(op, k) for k in range(outputs)] if outputs > 1 else _Out(op, 0)
+    if outputs == 1:
+        v = new(_Output)
+        v.ref = (op, 0)
+        return v
+    made = []
+    for k in range(outputs):
+        v = new(_Output)
+        v.ref = (op, k)
+        made.append(v)
+    return made
 
 
 def floor_seconds(steps: int) -> float:
@@ -121,7 +120,7 @@ def floor_seconds(steps: int) -> float:
     loop over 16 sequences: embedding, split, 30 cell steps, concat, Linear's two ops,
     cross-entropy, mean; then sum and scale) into the leanest records, and freeing them."""
     sequences, length = models.FOREST, models.CHAR_LENGTH
-    weights, zeros, ids = _Out(None, 0), _Out(None, 0), _Out(None, 0)
+    weights = zeros = ids = _Output()
 
     def loss():
         tape, losses = [], []
