@@ -127,7 +127,8 @@ def _source(loss_position: int, positions: list, inputs: dict, leaves: list, ali
     """The walker's source and constants, alike or full (``Walker``): ``leaves``, per leaf as
     it reads them, ``(number, its handle entry's place, the number of the first of its
     set of arrays, the leaf (as read) first of its set of entries)``."""
-    lines = [f"def walk(o{loss_position}, hs, records):", "    try:"]
+    lines = [f"def walk(o{loss_position}, hs, records):", "    try:",
+             f"        if o{loss_position}.results is not None:", "            return None"]
     refs = {}           # (position, output, index) -> the ref's local
     fetched = {loss_position}
     read = 0            # leaves read
@@ -163,7 +164,8 @@ def _source(loss_position: int, positions: list, inputs: dict, leaves: list, ali
             else:   # (a given array there instead: it has no op's record, an AttributeError)
                 fetched.add(q)
                 lines.append(f"        o{q} = {ref}[0]")
-                checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records"]
+                checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records or "
+                          f"o{q}.results is not None"]  # (results: it ran)
             outputs = inputs[q][0].plan.outputs
             if len(outputs) > 1 or outputs[0][1]:   # (one output: every ref is (op, 0, -1))
                 checks.append(f"{ref}[1] != {n} or {ref}[2] != {j}")
@@ -177,8 +179,6 @@ def _source(loss_position: int, positions: list, inputs: dict, leaves: list, ali
               "args gone; or another graph)",
               "        return None",
               f"    ops = [{''.join(f'o{p}, ' for p in positions)}]",
-              "    if list(map(results_of, ops)).count(None) != len(ops):",
-              "        return None",
               # (counted in C: a tuple of them holds each once more, in every state alike)
               f"    counts = tuple(map(getrefcount, ({''.join(f'{r}, ' for r in refs.values())}"
               "*ops)))"]
@@ -207,8 +207,7 @@ def _entry_lines(p: int, mine: range, leaves: list, alike: bool) -> list:
 
 def _compiled(source: str):
     """The walker ``source`` defines."""
-    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray,
-                 "results_of": operator.attrgetter("results"), "NOT_ALIKE": NOT_ALIKE}
+    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray, "NOT_ALIKE": NOT_ALIKE}
     exec(compile(source, "<lazy replay walker>", "exec"), namespace)
     return namespace["walk"]
 
