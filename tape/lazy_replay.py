@@ -22,7 +22,10 @@ The signature is exact. Its parts:
   handle keeping a value for a gradient, a second ref: anything that decides what a group
   stores and which results are kept shows there);
 - which of the gathered arrays are the same array (the leaves the forward ops read, the values
-  the handles keep), and which handle entries are the same Variable and leaves.
+  the handles keep), and which handle entries are the same Variable and leaves. Where they
+  are shared as in the walker's graph, the walker checks each against the first of its set
+  there and returns only the firsts, whose pattern tells the whole; else its full form
+  (``tape.replay_walker``) gathers them all.
 
 A program is made only where it runs exactly what the per-op path runs: a graph on which the
 batched backward (``tape.batched_backward``) does not apply, and no two ops (or groups) that

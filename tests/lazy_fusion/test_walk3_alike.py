@@ -8,7 +8,7 @@ that is also wired otherwise, the full form refuses."""
 import pytest
 from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
 from test_unit_schedule import assert_same
-from test_walk3_refusals import train, uncached, walks  # noqa: F401  (walks: a fixture)
+from test_walk3_refusals import noted, train, uncached, walks  # noqa: F401  (walks: a fixture)
 
 from tape import lazy_replay, replay_walker
 
@@ -17,13 +17,8 @@ from tape import lazy_replay, replay_walker
 def full_walks(walks, monkeypatch):  # noqa: F811  (the fixture imported above)
     """``walks``, and what the walker's full form answers (None or the type of its answer)."""
     answers = []
-    walk_full = replay_walker.Walker.walk_full
-
-    def answering(self, *args):
-        found = walk_full(self, *args)
-        answers.append(None if found is None else type(found))
-        return found
-    monkeypatch.setattr(replay_walker.Walker, "walk_full", answering)
+    monkeypatch.setattr(replay_walker.Walker, "walk_full",
+                        noted(replay_walker.Walker.walk_full, answers))
     return (*walks, answers)
 
 

@@ -69,20 +69,19 @@ def train(params, data, variant=None, before=None):
         if before is not None:
             before(loss)
         loss.backward()
-    grads = [p.grad.value().copy() for p in params]
-    for p in params:
+    grads = []
+    for p in params:    # (read and cleared, as an optimizer step does)
+        grads.append(p.grad.value().copy())
         p.grad = None
     return loss.value().copy(), grads, []
 
 
 def uncached(params, data, variant=None, before=None):
     """``train`` by the uncached path: its graph never seen before."""
-    saved = lazy_replay._entries, lazy_replay._seen
-    lazy_replay._entries, lazy_replay._seen = {}, set()
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lazy_replay, "_entries", {})
+        patch.setattr(lazy_replay, "_seen", set())
         return train(params, data, variant, before)
-    finally:
-        lazy_replay._entries, lazy_replay._seen = saved
 
 
 @pytest.fixture
@@ -94,21 +93,25 @@ def walks(monkeypatch):
     new_walker = lazy_replay._new_walker
 
     def noting(entry, *args):
-        made = new_walker(entry, *args)
-        walk = entry.walk
-
-        def answering(*args):
-            found = walk(*args)
-            answers.append(found if found in (None, NOT_ALIKE) else type(found))
-            return found
-        entry.walk = answering
-        return made
+        if not new_walker(entry, *args):
+            return False
+        entry.walk = noted(entry.walk, answers)
+        return True
     monkeypatch.setattr(lazy_replay, "_new_walker", noting)
     params, data = weights(), sequences(LENGTH)
     for _ in range(3):
         train(params, data)
     assert answers == [tuple, tuple]
     return params, data, answers
+
+
+def noted(walk, answers: list):
+    """``walk``, noting in ``answers`` what it answers: None, ``NOT_ALIKE`` or its type."""
+    def answering(*args):
+        found = walk(*args)
+        answers.append(found if found in (None, NOT_ALIKE) else type(found))
+        return found
+    return answering
 
 
 def test_the_unchanged_graph_is_walked_and_its_schedule_runs(walks):
