@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import zlib
 
 import numpy as np
 
@@ -46,18 +47,19 @@ class Walker:
 
     __slots__ = ("walk", "positions", "arrays", "entries", "_full")
 
-    def __init__(self, walk, positions: tuple, arrays, entries, full: str):
+    def __init__(self, walk, positions: tuple, arrays, entries, full: bytes):
         self.walk = walk
         self.positions = positions
         self.arrays = arrays
         self.entries = entries
-        self._full = full      # the full form's source, until first asked for
+        # the full form's source, compressed (16 sequences: 477 KB, 71 KB so), until asked for
+        self._full = full
 
     def walk_full(self, loss_op, handles: list, records: list):
         """``(ops, arrays, entries, counts)`` with every array and entry, or None."""
         full = self._full
-        if type(full) is str:
-            full = self._full = _compiled(full)
+        if type(full) is bytes:
+            full = self._full = _compiled(zlib.decompress(full).decode())
         return full(loss_op, handles, records)
 
 
@@ -88,7 +90,8 @@ def write_walker(loss_op, records: list, handles: list):
     entry_firsts = sorted(set(entry_first))
     arrays = _picker([number[array_first[e]] for e in order])
     entries = _picker([entry_firsts.index(entry_first[e]) for e in order])
-    return Walker(_compiled(sources[0]), tuple(positions), arrays, entries, sources[1])
+    return Walker(_compiled(sources[0]), tuple(positions), arrays, entries,
+                  zlib.compress(sources[1].encode()))
 
 
 def _read_graph(loss_op, records):
