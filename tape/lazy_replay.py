@@ -22,7 +22,10 @@ The signature is exact. Its parts:
   handle keeping a value for a gradient, a second ref: anything that decides what a group
   stores and which results are kept shows there);
 - which of the gathered arrays are the same array (the leaves the forward ops read, the values
-  the handles keep), and which handle entries are the same Variable and leaves.
+  the handles keep), and which handle entries are the same Variable and leaves. Where they
+  are shared as in the walker's graph, the walker checks each against the first of its set
+  there and returns only the firsts, whose pattern tells the whole; else its full form
+  (``tape.replay_walker``) gathers them all.
 
 A program is made only where it runs exactly what the per-op path runs: a graph on which the
 batched backward (``tape.batched_backward``) does not apply, and no two ops (or groups) that
@@ -50,15 +53,13 @@ stops running).
 from __future__ import annotations
 
 import operator
-import sys
 from itertools import repeat
 
 import numpy as np
 
 from . import flags as _flags
-from .batched_grads import entry_position
 from .lazy_program import Schedule
-from .pending import LazyOp
+from .replay_walker import NOT_ALIKE, write_walker
 from .unit_schedule import UnitSchedule
 
 _MISSING = object()
@@ -77,17 +78,19 @@ unit_replays = 0        # backwards a UnitSchedule ran
 
 
 class _Entry:
-    """What one graph signature's executions share: its walker, its programs by state."""
+    """What one graph signature's executions share: its walker (``replay_walker.Walker``),
+    its programs by state."""
 
-    __slots__ = ("walk", "positions", "programs", "firsts")
+    __slots__ = ("walk", "walker", "programs")
 
     def __init__(self):
-        self.walk = None
-        self.positions = None   # the walker's ops' record positions, in its order
+        self.walk = self.walker = None     # (``walk``: the walker's own, ``_new_walker``)
         self.programs = {}      # state -> _Program, or None: the per-op path runs
-        # the walker's places of the first of each set of its first graph's gathered arrays
-        # that were one array, and the same of its handle entries (``_new_walker``)
-        self.firsts = None
+
+    @property
+    def positions(self) -> tuple:
+        """The walker's ops' record positions, in its order."""
+        return self.walker.positions
 
 
 class Attempt:
@@ -162,26 +165,34 @@ def attempt(handles: list, loss, records):
             _entries[signature] = None
             return None
     found = entry.walk(ref[0], handles, records)
-    if found is None:
-        return None
-    ops, arrays, entries, counts, alike = found
-    found = None
-    if alike:   # (the first graph's sets: a pattern of their firsts tells the whole)
-        firsts, entry_firsts = entry.firsts
-        pattern = (_pattern(firsts(arrays), entry_firsts(entries)),)
-    else:
+    walker = entry.walker
+    alike = found is not NOT_ALIKE
+    if not alike:
+        found = walker.walk_full(ref[0], handles, records)
+        if found is None:
+            return None
+        ops, arrays, entries, counts = found
         pattern = _pattern(arrays, entries)
+    elif found is None:
+        return None
+    else:   # (the firsts of the first graph's sets: their pattern tells the whole)
+        ops, arrays, entries, counts = found
+        pattern = (_pattern(arrays, entries),)
+    found = None
     state = (counts, pattern)
     program = entry.programs.get(state, _MISSING)
     if type(program) is UnitSchedule:
         global unit_replays
-        forward = list(ops)
-        ops = found = None  # (the schedule drops the ops once they ran: their results go
-        # as backward consumes them)
+        forward, ops = ops, None    # (the schedule drops the ops once they ran: their
+        # results go as backward consumes them)
         if not program.run(forward, arrays, handles, records, loss):
             return None
         unit_replays += 1
         return True
+    if program is None:
+        return None
+    if alike:   # (a program, and the per-op path it is built from, read every place)
+        arrays, entries = walker.arrays(arrays), walker.entries(entries)
     if program is _MISSING or type(program) is Schedule:
         if program is _MISSING and len(entry.programs) >= _MAX_PROGRAMS:
             if UnitSchedule in set(map(type, entry.programs.values())):
@@ -192,12 +203,21 @@ def attempt(handles: list, loss, records):
         ops = None      # (nothing may hold the ops while the per-op path groups them)
         return Attempt(signature, entry, state, arrays, entries,
                        None if program is _MISSING else program)
-    if program is None:
-        return None
     global replays
     replays += 1
     handles.clear()
     program.run(ops, arrays, entries)
+    return True
+
+
+def _new_walker(entry, loss_op, records, handles) -> bool:
+    """Write out ``entry``'s walker (``replay_walker.write_walker``) for the graph of
+    ``loss_op``: False if the graph has an op off the tape, one that ran, or an input of a
+    kind a program does not gather."""
+    walker = write_walker(loss_op, records, handles)
+    if walker is None:
+        return False
+    entry.walker, entry.walk = walker, walker.walk
     return True
 
 
@@ -221,127 +241,10 @@ def _pattern(arrays: tuple, entries: tuple):
     return firsts[where].tobytes() + leaves
 
 
-_UNIQUE_FROM = 64   # items from which numpy's ``unique`` finds the firsts faster than a dict
+# items from which numpy's ``unique`` finds the firsts faster than a dict (where they cost
+# the same: ~360 items, ~26 us; a 16-sequence step's firsts are 120: 8.7 us by a dict, 14.8
+# by ``unique``; a 16-tree step's 990: 73 and 59)
+_UNIQUE_FROM = 384
 
 
 _NO_VALUE = object()
-
-
-# ---- the walker ----
-
-def _new_walker(entry, loss_op, records, handles) -> bool:
-    """Write out ``entry.walk(loss_op, handles, records) -> (ops, arrays, entries, counts,
-    alike)`` or None for the graph of ``loss_op``, as recorded (False if the graph has an op
-    off the tape, one that ran, or an input of a kind a program does not gather). The walker
-    returns None for a graph other than this one: a ref of another output or read by other
-    readers, an op at another position, a given array now a ref or the other way round (the
-    key, the handles' plans, fixes each op's plan by its position, and which optional inputs
-    it has). ``alike``: each gathered array, and each handle entry, is the same object as the
-    first of its set in this graph (``entry.firsts``), so that the pattern of those firsts
-    tells the whole ``_pattern`` (16 sequences: 2,032 arrays, 40 of them distinct)."""
-    ops_at = {}         # record position -> op
-    reads = {}          # (position, output, index) -> the code of each place that reads it
-    leaves = []         # (code of the array, record position, slot, index)
-    stack = [loss_op]
-    ops_at[loss_op.record[1]] = loss_op
-    while stack:
-        op = stack.pop()
-        if type(op) is not LazyOp or op.results is not None or op.record is None or \
-                op.record[0] is not records:
-            return False
-        p = op.record[1]
-        for slot, a in op.args.items():
-            listed = type(a) is list
-            for i, x in enumerate(a) if listed else ((-1, a),):
-                where = f"o{p}.args[{slot!r}]" + (f"[{i}]" if listed else "")
-                t = type(x)
-                if t is tuple:
-                    producer = x[0]
-                    record = producer.record
-                    if record is None or record[0] is not records or \
-                            type(producer) is not LazyOp:
-                        return False
-                    q = record[1]
-                    reads.setdefault((q, x[1], x[2]), []).append(where)
-                    if q not in ops_at:
-                        ops_at[q] = producer
-                        stack.append(producer)
-                elif t is np.ndarray:
-                    leaves.append((where, p, slot, max(i, 0), x))
-                elif x is not None:
-                    return False
-    loss_position = loss_op.record[1]
-    positions = sorted(ops_at, reverse=True)
-    # (descending: every reader of a ref was recorded after its op, so is fetched before it)
-    refs = sorted(reads, reverse=True)
-    lines = [f"def walk(o{loss_position}, hs, records):", "    try:"]
-    fetched = set()     # the ops an earlier ref already bound to o<q>
-    for k, (q, n, j) in enumerate(refs):
-        first, *others = reads[q, n, j]
-        lines.append(f"        r{k} = {first}")
-        if q in fetched:
-            checks = [f"r{k}[0] is not o{q}"]
-        else:   # (a given array there instead: it has no op's record, an AttributeError)
-            fetched.add(q)
-            lines.append(f"        o{q} = r{k}[0]")
-            checks = [f"(c := o{q}.record)[1] != {q} or c[0] is not records"]
-        outputs = ops_at[q].plan.outputs
-        if len(outputs) > 1 or outputs[0][1]:   # (one output: every ref to it is (op, 0, -1))
-            checks.append(f"r{k}[1] != {n} or r{k}[2] != {j}")
-        checks += [f"{where} is not r{k}" for where in others]
-        lines += [f"        if {' or '.join(checks)}:", "            return None"]
-    lines += [f"        l{k} = {where}" for k, (where, *_) in enumerate(leaves)]
-    # (each read where the handle's EagerHandle keeps it: its inputs view costs a dict and a
-    # list per slot)
-    places = [entry_position(ops_at[p].plan, 0, slot, i) for _, p, slot, i, _ in leaves]
-    lines += [f"        e{k} = hs[{p}].entries[{n}]"
-              for k, ((_, p, *_), n) in enumerate(zip(leaves, places))]
-    arrays = [x for *_, x in leaves]
-    alike = [f"{name}{k} is {name}{first}" for name, items in
-             (("l", arrays), ("e", [handles[p].entries[n]
-                                    for (_, p, *_), n in zip(leaves, places)]))
-             for k, first in _firsts(items) if first != k]
-    lines.append(f"        alike = {' and '.join(alike) or 'True'}")
-    if leaves:  # (each still an array: where alike, the firsts of the sets tell)
-        firsts = sorted({first for _, first in _firsts(arrays)})
-        lines += [f"        if {_not_arrays(firsts)} or not alike and "
-                  f"{_not_arrays(range(len(leaves)))}:",
-                  "            return None"]
-    lines += ["    except (TypeError, KeyError, IndexError, AttributeError):   # (an op ran, "
-              "its args gone; or another graph)",
-              "        return None"]
-    lines.append(f"    ops = ({''.join(f'o{p}, ' for p in positions)})")
-    lines.append("    if list(map(results_of, ops)).count(None) != len(ops):\n        return None")
-    # (counted in C: a tuple of them holds each once more, in every state alike)
-    lines.append(f"    counts = tuple(map(getrefcount, "
-                 f"({''.join(f'r{k}, ' for k in range(len(refs)))}*ops)))")
-    lines.append(f"    return ops, ({''.join(f'l{k}, ' for k in range(len(leaves)))}), "
-                 f"({''.join(f'e{k}, ' for k in range(len(leaves)))}), counts, alike")
-    namespace = {"getrefcount": sys.getrefcount, "ndarray": np.ndarray,
-                 "results_of": operator.attrgetter("results")}
-    exec(compile("\n".join(lines), "<lazy replay walker>", "exec"), namespace)
-    entry.walk = namespace["walk"]
-    entry.positions = tuple(positions)
-    entry.firsts = tuple(_picker(sorted({first for _, first in _firsts(items)}))
-                         for items in (arrays, [handles[p].entries[n] for (_, p, *_), n
-                                                in zip(leaves, places)]))
-    return True
-
-
-def _not_arrays(leaves) -> str:
-    """The walker's test that one of gathered arrays ``leaves`` (places) is not an array."""
-    return "(" + " or ".join(f"type(l{k}) is not ndarray" for k in leaves) + ")"
-
-
-def _firsts(items: list) -> list:
-    """``(k, the place of the first item that is the same object as item k)`` per item."""
-    first = {}
-    return [(k, first.setdefault(id(x), k)) for k, x in enumerate(items)]
-
-
-def _picker(places: list):
-    """``pick(items) -> tuple`` of the items at ``places``."""
-    if not places:
-        return lambda items: ()
-    get = operator.itemgetter(*places)
-    return get if len(places) > 1 else lambda items: (get(items),)
