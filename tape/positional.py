@@ -274,16 +274,19 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool, may_trace: boo
                     f"for m, value in zip(made[{j}], {value}):")
             descs = recorded and not kept
             body = [f"r{j} = vs = []",
-                    *([f"o{j} = vs if tracing else []" if may_trace else f"o{j} = []"]
-                      if descs else []),
+                    *([f"o{j} = []"] if descs else []),
                     loop,
-                    *variable_lines("    ", "None" if lazy else "value", recorded, flows=flows),
+                    *variable_lines("    ", "None" if lazy else "value", recorded,
+                                    flows=recorded),
                     *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
-                    "    vs.append(v)"]
-            if descs:
-                body += (["    if not tracing:", f"        o{j}.append(d)"] if may_trace else
-                         [f"    o{j}.append(d)"])
-            elif recorded:
+                    "    vs.append(v)",
+                    *([f"    o{j}.append(d)"] if descs else [])]
+            if recorded and may_trace:  # (decided once for the slot, not per output)
+                body += ["if not grad_flows:     # (recorded for tracing only)",
+                         "    for v in vs:",
+                         "        v.desc.stop_gradient = True",
+                         *(["if tracing:", f"    o{j} = vs"] if descs else [])]
+            if recorded and not descs:
                 body.append(f"o{j} = vs")
         else:
             body = variable_lines("", value, recorded, made=f"made[{j}]", flows=flows)
