@@ -128,7 +128,7 @@ def make_bound(info, env: dict, given: list, held: list):
     refused = [f"a{i} is None or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient or "
                f"v{i}.place is not place or v{i}._tape not in (0, serial)" for i in kept]
     rebound = ["serial != bound_serial or flips[0] != bound_flips",
-               *(f"a{i} is not b{i}" for i in kept)]
+               *(f"v{i}._value is not b{i}" for i in kept)]
     entries = [_entry(info, i, name, False, wants[i] if i < arguments else None)
                for i, name in enumerate(required)]
     # (an argument that wants no gradient is never stale, and its entry is then its VarDesc
@@ -151,10 +151,10 @@ def make_bound(info, env: dict, given: list, held: list):
              f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, bound_flips, plan, template{''.join(f', b{i}' for i in kept)}"
-             " = bound",
-             *(f"    a{i} = v{i}._value" for i in kept),
+             "    bound_serial, bound_flips, plan, made, template"
+             f"{''.join(f', b{i}' for i in kept)} = bound",
              f"    if {' or '.join(rebound)}:",
+             *(f"        a{i} = v{i}._value" for i in kept),
              *(f"        d{i} = v{i}.desc" for i in kept),
              "        sig = ()",
              *_key_lines(info, n, "        "),
@@ -163,7 +163,8 @@ def make_bound(info, env: dict, given: list, held: list):
              "            return None",
              "        template = {" + ", ".join(f"{s.name!r}: {f'a{i}' if i in kept else None}"
                                        for i, s in enumerate(info.inputs)) + "}",
-             f"        bound[:] = (serial, flips[0], plan, template"
+             "        made = plan.made_whole",
+             f"        bound[:] = (serial, flips[0], plan, made, template"
              f"{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
@@ -172,11 +173,10 @@ def make_bound(info, env: dict, given: list, held: list):
     # (a held input's entry: its VarDesc or tape only where the op does not keep it)
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
-    lines += ["    made = plan.made_whole",
-              *_recording_lines(info, required, entries, True, env, may_trace=False,
+    lines += [*_recording_lines(info, required, entries, True, env, may_trace=False,
                                 template=("template", arguments), flows=flows)]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace.update(bound=[None] * (4 + len(kept)), place=given[0].place,
+    namespace.update(bound=[None] * (5 + len(kept)), place=given[0].place,
                      flips=stop_gradient_flips)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
