@@ -39,3 +39,23 @@ def test_split_outputs_on_tracing_and_untraced_tapes(tape_class, wants):
             values = [v.numpy() for v in parts]
         for got, want in zip(values, np.split(x.numpy(), 3, axis=1), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("unlike_at", [0, 1, 2])
+def test_a_list_with_one_unlike_shape_anywhere_keys_its_own_plan(unlike_at):
+    """A lazy concat's inputs alike but one in shape (first, inside or last), then a list all
+    of that shape, then all of the other: each list gets its own plan, its output its own
+    shape and values. (The slot is keyed by one shape only where every input has it.)"""
+    small = [tape.Variable(RNG.standard_normal((2, 3))) for _ in range(3)]
+    large = [tape.Variable(RNG.standard_normal((4, 3))) for _ in range(3)]
+    mixed = list(small)
+    mixed[unlike_at] = large[unlike_at]
+    with tape.lazy():
+        tape.reset_global_tape()
+        outs = [ops.concat(vs, axis=0) for vs in (mixed, large, small, mixed)]
+        shapes = [v.shape for v in outs]
+        values = [v.numpy() for v in outs]
+    for vs, shape, got in zip((mixed, large, small, mixed), shapes, values, strict=True):
+        want = np.concatenate([v.numpy() for v in vs], axis=0)
+        assert shape == want.shape
+        np.testing.assert_array_equal(got, want)
