@@ -89,10 +89,15 @@ def gather_many_lines(i: int, name: str, dispensable: bool, kept: bool) -> list:
             "            if v.place is not place:",
             f"                place = common_place(info, inputs, place, {n}, v)",
             "            t, stop_gradient = v._tape, d.stop_gradient",
-            "            if t and t != serial and not stop_gradient:",
+            "            if t != serial and t and not stop_gradient:",
             f"                stale{i} = True",
-            "            if alike and (d.shape != shape or d.dtype != dtype or "
-            "stop_gradient != stop):",
+            # (the shapes of one op's outputs are one tuple: compared only where another one
+            # comes, which the next inputs are then compared with)
+            "            if d.shape is not shape:",
+            "                if d.shape != shape:",
+            "                    alike = False",
+            "                shape = d.shape",
+            "            if d.dtype != dtype or stop_gradient is not stop:",
             "                alike = False",
             f"            a{i}.append(value)",
             *appended,

@@ -112,7 +112,8 @@ def make_bound(info, env: dict, given: list, held: list):
     None (for the general path to handle, with its errors) for arguments of another number
     or signature, a stale one, one not a Variable or pending on an op that ran; a held Variable
     that holds no value (pending), is on another place or of another tape; a plan not made
-    yet; a tape spent or tracing; a check on."""
+    yet; a call in a ``no_grad`` block where a gradient would flow; a tape spent or tracing;
+    a check on."""
     required = positional_slots(info)
     n, arguments = len(required), len(given)
     names = "".join(f"v{i}, " for i in range(arguments))
@@ -127,25 +128,33 @@ def make_bound(info, env: dict, given: list, held: list):
     refused = [f"a{i} is None or {'' if wants[i] else 'not '}v{i}.desc.stop_gradient or "
                f"v{i}.place is not place or v{i}._tape not in (0, serial)" for i in kept]
     rebound = ["serial != bound_serial or flips[0] != bound_flips",
-               *(f"a{i} is not b{i}" for i in kept)]
+               *(f"v{i}._value is not b{i}" for i in kept)]
+    entries = [_entry(info, i, name, False, wants[i] if i < arguments else None)
+               for i, name in enumerate(required)]
     # (an argument that wants no gradient is never stale, and its entry is then its VarDesc
-    # where the op does not keep it)
-    stale = [f"(t{i} := v{i}._tape) and t{i} != serial" for i in range(arguments) if wants[i]]
+    # where the op does not keep it; ``t<i>`` bound only where its entry reads it)
+    stale = [f"(t{i} := v{i}._tape) != serial and t{i}" if f"t{i}" in entries[i] else
+             f"v{i}._tape != serial and v{i}._tape" for i in range(arguments) if wants[i]]
+    # (the plan of the signature wants a gradient where an input does and the op has a grad,
+    # as ``dispatch.infer`` decides: a call in a no_grad block is then refused, and the op
+    # recorded, unasked)
+    flows = info.grad is not None and any(wants)
     lines = ["def run(tape, args):",
              "    try:",
              f"        {names}= args",
              "    except ValueError:      # (another number of arguments)",
              "        return None",
-             f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}:",
+             f"    if {' or '.join(['tape._spent or tape.tracing or flags.checking', *other])}"
+             + (" or no_grad_blocks[0] and local.no_grad_depth:" if flows else ":"),
              "        return None",
              *(f"    d{i} = v{i}.desc" for i in range(arguments)),
              f"    if {' or '.join(unlike)}:",
              "        return None",
              "    serial = tape.serial",
-             f"    bound_serial, bound_flips, plan, template{''.join(f', b{i}' for i in kept)}"
-             " = bound",
-             *(f"    a{i} = v{i}._value" for i in kept),
+             "    bound_serial, bound_flips, plan, made, template"
+             f"{''.join(f', b{i}' for i in kept)} = bound",
              f"    if {' or '.join(rebound)}:",
+             *(f"        a{i} = v{i}._value" for i in kept),
              *(f"        d{i} = v{i}.desc" for i in kept),
              "        sig = ()",
              *_key_lines(info, n, "        "),
@@ -154,22 +163,20 @@ def make_bound(info, env: dict, given: list, held: list):
              "            return None",
              "        template = {" + ", ".join(f"{s.name!r}: {f'a{i}' if i in kept else None}"
                                        for i, s in enumerate(info.inputs)) + "}",
-             f"        bound[:] = (serial, flips[0], plan, template"
+             "        made = plan.made_whole",
+             f"        bound[:] = (serial, flips[0], plan, made, template"
              f"{''.join(f', a{i}' for i in kept)})",
              *(f"    a{i} = v{i}._value" for i in range(arguments)),
              *([f"    if {' or '.join(stale)}:", "        return None"] if stale else [])]
     for i in range(arguments):
         lines += _pending_lines(i, "return None")
-    entries = [_entry(info, i, name, False, wants[i] if i < arguments else None)
-               for i, name in enumerate(required)]
     # (a held input's entry: its VarDesc or tape only where the op does not keep it)
     lines += [line for i in kept if entries[i] != f"v{i}"
               for line in (f"    d{i} = v{i}.desc", f"    t{i} = v{i}._tape")]
-    lines += ["    made = plan.made_whole",
-              *_recording_lines(info, required, entries, True, env, may_trace=False,
-                                template=("template", arguments))]
+    lines += [*_recording_lines(info, required, entries, True, env, may_trace=False,
+                                template=("template", arguments), flows=flows)]
     namespace = {f"v{i}": v for i, v in zip(kept, held)}
-    namespace.update(bound=[None] * (4 + len(kept)), place=given[0].place,
+    namespace.update(bound=[None] * (5 + len(kept)), place=given[0].place,
                      flips=stop_gradient_flips)
     return _compiled(info, lines, env, True, namespace, "lazy recorder")
 
@@ -212,13 +219,16 @@ def _entry(info, i: int, name: str, may_trace: bool = True, wants: bool | None =
 
 
 def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict,
-                     may_trace: bool = True, template: tuple | None = None) -> list:
+                     may_trace: bool = True, template: tuple | None = None,
+                     flows: bool = False) -> list:
     """Lines from the kernel call (a ``lazy`` op: its LazyOp) to the return, once ``plan``,
     ``made``, ``place``, ``serial`` and each input's ``v<i>``, ``a<i>`` (and, for an entry
     that reads them, ``d<i>`` and ``t<i>``) are bound. Without ``may_trace`` (a tape known
     not to be tracing), what only a tracing tape does is left out: the op is recorded
-    where its gradient flows. ``template``: ``(name, k)`` of a dict of every input slot's
-    array, right but for the first ``k`` slots', which a lazy op's ``args`` copies."""
+    where its gradient flows; with ``flows`` too (the caller made sure a gradient flows),
+    the op is recorded, unasked. ``template``: ``(name, k)`` of a dict of every input
+    slot's array, right but for the first ``k`` slots', which a lazy op's ``args``
+    copies."""
     n = len(required)
     arrays = [f"a{i}" for i in range(n)] + ["None"] * (len(info.inputs) - n)
     single = len(info.outputs) == 1
@@ -230,14 +240,16 @@ def _recording_lines(info, required: tuple, entries: list, lazy: bool, env: dict
     else:
         head = [f"    result = plan.direct(plan.attrs, None{''.join(', ' + a for a in arrays)})"]
         tail = []
-    return [
-        *head,
+    unrecorded = [] if flows else [
         GRAD_FLOWS,
         *(["    tracing = tape.tracing", "    if not (grad_flows or tracing):"] if may_trace
           else ["    if not grad_flows:"]),
         *(["        op.record = None"] if lazy else []),
         *_output_lines(info, single, False, lazy),
-        *_returned(info),
+        *_returned(info)]
+    return [
+        *head,
+        *unrecorded,
         *(line[4:] for line in _output_lines(info, single, True, lazy, may_trace)),
         "    h = EagerHandle()",
         *_entries_lines(info, required, entries, outputs, may_trace),
@@ -262,16 +274,19 @@ def _output_lines(info, single: bool, recorded: bool, lazy: bool, may_trace: boo
                     f"for m, value in zip(made[{j}], {value}):")
             descs = recorded and not kept
             body = [f"r{j} = vs = []",
-                    *([f"o{j} = vs if tracing else []" if may_trace else f"o{j} = []"]
-                      if descs else []),
+                    *([f"o{j} = []"] if descs else []),
                     loop,
-                    *variable_lines("    ", "None" if lazy else "value", recorded, flows=flows),
+                    *variable_lines("    ", "None" if lazy else "value", recorded,
+                                    flows=recorded),
                     *([f"    v._lazy = (op, {j}, k)"] if lazy else []),
-                    "    vs.append(v)"]
-            if descs:
-                body += (["    if not tracing:", f"        o{j}.append(d)"] if may_trace else
-                         [f"    o{j}.append(d)"])
-            elif recorded:
+                    "    vs.append(v)",
+                    *([f"    o{j}.append(d)"] if descs else [])]
+            if recorded and may_trace:  # (decided once for the slot, not per output)
+                body += ["if not grad_flows:     # (recorded for tracing only)",
+                         "    for v in vs:",
+                         "        v.desc.stop_gradient = True",
+                         *(["if tracing:", f"    o{j} = vs"] if descs else [])]
+            if recorded and not descs:
                 body.append(f"o{j} = vs")
         else:
             body = variable_lines("", value, recorded, made=f"made[{j}]", flows=flows)
