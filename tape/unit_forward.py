@@ -9,9 +9,12 @@ the walker (``lazy_replay``) checked that this graph is the one the schedule was
 op by op, in the same state. So the first run by the recipes is watched (``run_and_write``)
 and the whole forward written out from it (``_write``): straight-line code that, per batch,
 takes its inputs from the earlier batches' results (locals of the function) and the graph's
-given arrays (the walker's leaves), calls the kernel through ``batching.invoke``, makes the
-unit with its sources as that run made them, and files the unit and the ops' results. Same
-kernels on the same arrays in the same order as ``run_turns``: results bit for bit.
+given arrays (the walker's leaves), calls the kernel through ``batching.invoke`` (a stacked
+batch's inputs as the blocks that run made, its stacked plan named), makes the unit, files it
+at its first op's record and hands the ops the results; the units' sources, the other
+records and the ops' ``unit`` only where the generic batched backward follows, the one that
+reads them (``run_written``). Same kernels on the same arrays in the same order as
+``run_turns``: results bit for bit.
 
 A given array is named by the first of the walker's leaves that is the same object: which
 leaves are one array is part of the state the schedule belongs to (``lazy_replay._pattern``),
@@ -24,7 +27,7 @@ import weakref
 
 from . import batching
 from .batch_inputs import BatchRecipes
-from .batch_rules import SHARED, STACK, rule_of, stacked
+from .batch_rules import SHARED, STACK, rule_of
 from .code_constants import CodeConstants
 from .unit_gathers import Unwritable, in_op_order_code, rows_code
 from .units import Unit
@@ -45,12 +48,20 @@ def run_and_write(turns: list, recipes: list, filings: list, ops: list, leaves: 
         return None
 
 
-def run_written(forward, ops: list, leaves: tuple, records: list) -> None:
+def run_written(forward, ops: list, leaves: tuple, records: list, generic: bool) -> None:
     """Run ``forward`` (``run_and_write``'s) over this run's ``ops`` and ``leaves`` (the
-    walker's) and the tape's ``records``."""
+    walker's) and the tape's ``records``. ``generic``: the generic batched backward follows
+    (``batched_backward.run_batched_backward``: the backward was not written), which reads
+    each unit's ``sources`` and ``filings``, and a lone op's sources its inputs' units
+    (``units._sources``, by each op's ``unit``); so a batch's unit and ops get them and
+    every record of its ops the unit, as ``run_turns`` does. Otherwise none of it has a
+    reader: the written backward takes each unit from its first record and where its
+    gradients go from its own constants, and an execution that reads these ops later (of
+    ops the loss does not need) finds no unit of a spent tape's ops either way (its
+    records cleared: ``units.recorded``)."""
     global written
     try:
-        forward(ops, leaves, records, batching.invoke)
+        forward(ops, leaves, records, batching.invoke, generic)
     except BaseException:
         batching._drop_args_of_ran(ops)
         raise
@@ -75,7 +86,7 @@ class _Writer(CodeConstants):
         for k, x in enumerate(leaves):
             self.leaf.setdefault(id(x), k)
         self.leaves_read = set()
-        super().__init__({"Unit": Unit, "weakref_ref": weakref.ref, "stacked": stacked,
+        super().__init__({"Unit": Unit, "weakref_ref": weakref.ref,
                           "run_one": batching.run_one})
 
     def given(self, array) -> str:
@@ -124,7 +135,7 @@ def _write(turns, recipes, rules, ops, args, leaves):
             body += _lone(writer, t, turn)
         else:
             body += _batch(writer, t, turn, recipes[t], rules[t][0])
-    lines = ["def forward(ops, leaves, records, invoke):",
+    lines = ["def forward(ops, leaves, records, invoke, generic):",
              f"    {''.join(f'o{w}, ' for w in range(len(ops)))}= ops"]
     lines += [f"    a{k} = leaves[{k}]" for k in sorted(writer.leaves_read)]
     # (each op's inputs dropped once all ran, in the walker's order, as ``run_turns`` does)
@@ -148,8 +159,13 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
     first = writer.ops[turn[0]]
     n = len(turn)
     writer.concatenate = writer.constant(first.plan.place.array_module().concatenate)
+    unit = first.unit() if first.unit is not None else None
+    if unit is None or kept.positions is None:
+        # (ops recorded without a gradient, or off their tape's order: the walker's graphs
+        # have none)
+        raise Unwritable
     first_args = writer.args[turn[0]]
-    inputs = []
+    inputs, listed = [], {}
     for slot, given in first_args.items():
         if given is None:
             inputs.append((slot, "None"))
@@ -162,43 +178,44 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
             count = len(given)
             if any(len(writer.args[w][slot]) != count for w in turn):
                 raise Unwritable
-            entries = [_column(writer, turn, kept, slot, i) for i in range(count)]
+            entries = listed[slot] = [_column(writer, turn, kept, slot, i)
+                                      for i in range(count)]
             inputs.append((slot, "[" + ", ".join(entries) + "]"))
         else:
             inputs.append((slot, _column(writer, turn, kept, slot, -1)))
     lines = [f"    # {first.plan.info.type} x{n}"]
     stack = STACK in ins.values()
-    plan = writer.constant(first.plan)
-    if stack:
-        x = dict(inputs)["X"]
-        lines.append(f"    x, plan = stacked({x}, {plan}, {n})")
-        inputs = [(slot, "x" if slot == "X" else value) for slot, value in inputs]
-        plan = "plan"
+    plan = writer.constant(unit.plan)
+    if stack:   # (``batch_rules.stacked``'s blocks: the shapes and the plan this run's unit had)
+        blocks = unit.arrays["X"]
+        x = "[" + ", ".join(f"{entry}.reshape({block.shape})" for entry, block in
+                            zip(listed["X"], blocks)) + "]" if type(blocks) is list else \
+            f"{dict(inputs)['X']}.reshape({blocks.shape})"
+        inputs = [(slot, x if slot == "X" else value) for slot, value in inputs]
     lines.append("    arrays = {" + ", ".join(f"{slot!r}: {value}" for slot, value in inputs)
                  + "}")
     offsets = None if stack else kept.offsets
     if stack:
-        lines.append(f"    r{t} = invoke(plan, arrays, None, None)")
+        lines.append(f"    r{t} = invoke({plan}, arrays, None, None)")
     else:
         lines.append(f"    r{t} = tuple(invoke({plan}, arrays, {writer.constant(first.wants)}, "
                      "None))")
-    unit = first.unit() if first.unit is not None else None
-    if unit is None or kept.positions is None:
-        # (ops recorded without a gradient, or off their tape's order: the walker's graphs
-        # have none)
-        raise Unwritable
     batch = writer.constant(first.batch)
+    first_record, *other_records = kept.positions
     lines += [f"    u{t} = Unit({plan}, {n}, {writer.constant(ins)}, arrays, r{t}, "
               f"{writer.constant(offsets)}, {stack})",
-              f"    u{t}.sources = {writer.sources(unit)}",
-              f"    u{t}.filings = {writer.constant(kept.filings)}"]
+              f"    records[{first_record}] = u{t}",
+              "    if generic:",
+              f"        u{t}.sources = {writer.sources(unit)}",
+              f"        u{t}.filings = {writer.constant(kept.filings)}"]
+    if other_records:
+        lines.append(f"        {' = '.join(f'records[{p}]' for p in other_records)} = u{t}")
     named = [f"o{w}" for w in turn]
-    lines += [f"    {' = '.join(f'{o}.unit' for o in named)} = weakref_ref(u{t})",
+    lines += [f"        {' = '.join(f'{o}.unit' for o in named)} = weakref_ref(u{t})",
               f"    {', '.join(f'{o}.row' for o in named)}, = {tuple(range(n))}",
               f"    {' = '.join(f'{o}.record' for o in named)} = None",
               f"    {' = '.join(f'{o}.results' for o in named)} = r{t}",
-              f"    {' = '.join(f'{o}.batch' for o in named)} = {batch}",
-              f"    {' = '.join(f'records[{p}]' for p in kept.positions)} = u{t}"]
+              f"    {' = '.join(f'{o}.batch' for o in named)} = {batch}"]
     return lines
 
 
