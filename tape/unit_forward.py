@@ -13,8 +13,9 @@ given arrays (the walker's leaves), calls the kernel through ``batching.invoke``
 batch's inputs as the blocks that run made, its stacked plan named), makes the unit, files it
 at its first op's record and hands the ops the results; the units' sources, the other
 records and the ops' ``unit`` only where the generic batched backward follows, the one that
-reads them (``run_written``). Same kernels on the same arrays in the same order as
-``run_turns``: results bit for bit.
+reads them (``run_written``). A lone op runs as ``batching.run_one`` runs it, or where the
+written backward follows, written out the same way (its inputs as ``arrays_of`` reads them).
+Same kernels on the same arrays in the same order as ``run_turns``: results bit for bit.
 
 A given array is named by the first of the walker's leaves that is the same object: which
 leaves are one array is part of the state the schedule belongs to (``lazy_replay._pattern``),
@@ -25,10 +26,13 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from . import batching
 from .batch_inputs import BatchRecipes
 from .batch_rules import SHARED, STACK, rule_of
 from .code_constants import CodeConstants
+from .pending import LazyOp
 from .unit_gathers import Unwritable, in_op_order_code, rows_code
 from .units import Unit
 
@@ -41,9 +45,11 @@ def run_and_write(turns: list, recipes: list, filings: list, ops: list, leaves: 
     from what this run found, or None where a batch is of a kind it does not take."""
     args = [op.args for op in ops]
     rules = [None if type(turn) is int else rule_of(ops[turn[0]]) for turn in turns]
+    # (a lone op's place on its tape, which running it clears: ``units._place``)
+    records = {turn: ops[turn].record for turn in turns if type(turn) is int}
     batching.run_turns(ops, turns, recipes, filings)
     try:
-        return _write(turns, recipes, rules, ops, args, leaves)
+        return _write(turns, recipes, rules, ops, args, leaves, records)
     except Unwritable:
         return None
 
@@ -125,14 +131,15 @@ class _Writer(CodeConstants):
         return "{" + ", ".join(entries) + "}"
 
 
-def _write(turns, recipes, rules, ops, args, leaves):
+def _write(turns, recipes, rules, ops, args, leaves, records):
     """The forward of ``run_and_write``'s run, compiled (``args`` and ``rules``: each op's
-    inputs and each batch's rule, as they were before it ran)."""
+    inputs and each batch's rule, as they were before it ran; ``records``: each lone op's
+    ``record`` then)."""
     writer = _Writer(ops, args, leaves, turns)
     body = []
     for t, turn in enumerate(turns):
         if type(turn) is int:
-            body += _lone(writer, t, turn)
+            body += _lone(writer, t, turn, records[turn])
         else:
             body += _batch(writer, t, turn, recipes[t], rules[t][0])
     lines = ["def forward(ops, leaves, records, invoke, generic):",
@@ -145,12 +152,65 @@ def _write(turns, recipes, rules, ops, args, leaves):
     return namespace["forward"]
 
 
-def _lone(writer, t: int, w: int) -> list:
-    """A turn of one op: run as ``run_turns`` runs it."""
-    lines = [f"    run_one(o{w})", f"    r{t} = o{w}.results"]
-    if writer.ops[w].unit is not None:
-        lines.append(f"    u{t} = o{w}.unit()")
+def _lone(writer, t: int, w: int, record) -> list:
+    """A turn of one op: run as ``run_turns`` runs it (``batching.run_one``), or, where the
+    written backward follows, its kernel called on its inputs as ``arrays_of`` reads them
+    and its unit made and filed at ``record`` (its ``record`` before it ran) as
+    ``units.note_unit`` does, with no sources and no ``unit`` for the op: as a batch's, they
+    have no reader then (``run_written``)."""
+    ran = [f"    run_one(o{w})", f"    r{t} = o{w}.results"]
+    op = writer.ops[w]
+    if op.unit is not None:
+        ran.append(f"    u{t} = o{w}.unit()")
+    if op.plan is None or type(op) is not LazyOp or op.unit is not None and record is None:
+        return ran      # (a fused chain or a sum of gradient parts; a unit off its tape)
+    try:
+        arrays = [f"{slot!r}: {_read_code(writer, given)}"
+                  for slot, given in writer.args[w].items()]
+    except Unwritable:
+        return ran
+    plan = writer.constant(op.plan)
+    lines = ["    if generic:", *(f"    {line}" for line in ran), "    else:",
+             f"        arrays = {{{', '.join(arrays)}}}",
+             f"        o{w}.results = r{t} = invoke({plan}, arrays, "
+             f"{writer.constant(op.wants)}, o{w}.names)"]
+    if op.unit is not None:
+        lines += [f"        u{t} = Unit({plan}, 1, None, arrays, r{t})",
+                  f"        records[{record[1]}] = u{t}",
+                  f"        o{w}.record = None"]
     return lines
+
+
+def _read_code(writer, given) -> str:
+    """The code of a lone op's input ``given`` (its ``args`` entry), as ``arrays_of`` reads
+    it (a batch's output cut as ``part_of`` cuts it); ``Unwritable`` where it reads None
+    (left out of a list) or makes an array (``ShapeOnly``)."""
+    if given is None:
+        return "None"
+    if type(given) is list:
+        if None in given:
+            raise Unwritable
+        return "[" + ", ".join(_read_code(writer, entry) for entry in given) + "]"
+    if type(given) is not tuple:
+        if type(given) is not np.ndarray or id(given) not in writer.leaf:
+            raise Unwritable
+        return writer.given(given)
+    d, k, j = given
+    value = d.results[k]
+    if value is not None and j >= 0:
+        value = value[j]
+    if value is None:
+        raise Unwritable    # (an output its op was not asked for)
+    if d.batch is None:
+        return writer.output(d, k, j)
+    size, _, offsets, stacked = d.batch     # (no output summed: a grad op's batch sums)
+    code, row = f"{writer.results(d)}[{k}]" + (f"[{j}]" if j >= 0 else ""), d.row
+    if offsets is not None:
+        return f"{code}[{offsets[row]}:{offsets[row + 1]}]"
+    if stacked:
+        return f"{code}[{row}, ...]"
+    rows = value.shape[0] // size
+    return f"{code}[{row * rows}:{(row + 1) * rows}]"
 
 
 def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:

@@ -8,7 +8,7 @@ from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches p
 from test_unit_schedule import SAMPLES, assert_same, sequences, step, uncached, weights
 from test_unit_written import schedules
 
-from tape import Variable, batch_rules, unit_forward, unit_schedule
+from tape import Variable, batch_rules, batching, unit_forward, unit_schedule
 
 
 def watch_written_backward(monkeypatch) -> list:
@@ -82,3 +82,24 @@ def test_a_stacked_batch_is_written_with_the_blocks_and_plan_it_had(monkeypatch)
     for got in results:
         assert_same(got, uncached(params, data))
     assert asked    # (the uncached path stacks the same batches)
+
+
+def test_before_the_written_backward_a_lone_op_runs_written(monkeypatch):
+    """The loss's sum of the sequences' means and its scale run alone: where the written
+    backward follows, the written forward calls their kernels on their inputs as
+    ``arrays_of`` reads them (each mean's block of its stacked batch) and files their
+    units, noting none by ``note_unit``."""
+    params, data = weights(), sequences(5)
+    for _ in range(4):
+        step(params, data)
+    note_unit, noted = batching.note_unit, []
+
+    def counted(ops, *args):
+        noted.append(ops)
+        return note_unit(ops, *args)
+    monkeypatch.setattr(batching, "note_unit", counted)
+    before = unit_forward.written
+    got = step(params, data)
+    assert unit_forward.written == before + 1 and not noted
+    assert_same(got, uncached(params, data))
+    assert noted    # (the uncached path notes its lone ops' units)
