@@ -88,7 +88,8 @@ def test_before_the_written_backward_a_lone_op_runs_written(monkeypatch):
     """The loss's sum of the sequences' means and its scale run alone: where the written
     backward follows, the written forward calls their kernels on their inputs as
     ``arrays_of`` reads them (each mean's block of its stacked batch) and files their
-    units, noting none by ``note_unit``."""
+    units, noting none by ``note_unit``; each keeps the fields ``run_one`` leaves it but its
+    ``unit``."""
     params, data = weights(), sequences(5)
     for _ in range(4):
         step(params, data)
@@ -98,8 +99,19 @@ def test_before_the_written_backward_a_lone_op_runs_written(monkeypatch):
         noted.append(ops)
         return note_unit(ops, *args)
     monkeypatch.setattr(batching, "note_unit", counted)
+    run_written, ran = unit_schedule.run_written, []
+
+    def watched(forward, ops, *args):
+        ran.extend(ops)
+        run_written(forward, ops, *args)
+    monkeypatch.setattr(unit_schedule, "run_written", watched)
     before = unit_forward.written
     got = step(params, data)
+    lone = [op for op in ran if op.batch is None]
     assert unit_forward.written == before + 1 and not noted
+    assert sorted(op.plan.info.type for op in lone) == ["scale", "sum"]
+    # (the fields run_one leaves, but the unit: none reads it, as a batch op's)
+    assert all(op.results is not None and op.row == 0 and op.record is None and
+               op.unit is None and op.args is None for op in lone)
     assert_same(got, uncached(params, data))
     assert noted    # (the uncached path notes its lone ops' units)
