@@ -64,7 +64,7 @@ class UnitSchedule:
             return False
         forward = self.forward
         if forward:
-            run_written(forward, ops, leaves, records)
+            run_written(forward, ops, leaves, records, not self.layout.written)
         elif forward is None and self.runs:
             self.forward = run_and_write(self.turns, self.recipes, self.filings, ops,
                                          leaves) or False
