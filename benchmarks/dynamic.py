@@ -217,20 +217,15 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
         tape_loss, tape_grads = tape_first()
         checks.append(check_gradients("Tape, lazy", tape_params, lazy_first()[1], tape_grads,
                                       "eager Tape"))
-        if workload.traced:     # the same initial parameters (seed 0), trained on their own
-            tape.seed(0)
-            traced_params, traced_losses = workload.traced(tape, samples)
-            steps[TAPE_LAZY_TRACED], traced_first = tape_training(
-                tape, traced_params, traced_losses, workload.learning_rate, lazy=True)
-            checks.append(check_gradients(TAPE_LAZY_TRACED, traced_params, traced_first()[1],
-                                          tape_grads, "eager Tape"))
-        if workload.alongside:
-            tape.seed(0)
-            hand_params, hand_losses = workload.alongside(tape, samples)
-            steps[HAND_ALONGSIDE], hand_first = tape_training(
-                tape, hand_params, hand_losses, workload.learning_rate, lazy=True)
-            checks.append(check_gradients(HAND_ALONGSIDE, hand_params, hand_first()[1],
-                                          tape_grads, "eager Tape"))
+        for label, model in ((TAPE_LAZY_TRACED, workload.traced),
+                             (HAND_ALONGSIDE, workload.alongside)):
+            if model:   # the same initial parameters (seed 0), trained on their own
+                tape.seed(0)
+                own_params, own_losses = model(tape, samples)
+                steps[label], own_first = tape_training(tape, own_params, own_losses,
+                                                        workload.learning_rate, lazy=True)
+                checks.append(check_gradients(label, own_params, own_first()[1], tape_grads,
+                                              "eager Tape"))
         if torch is not None:
             twins, torch_losses = workload.torch(torch, samples)
             copy_parameters(torch, tape_params, twins)
