@@ -24,11 +24,13 @@ by these minima (the hand batch's step over the 16 sequences' step), and the rat
 sequences would reach if their execution cost no more than the hand batch's: what their
 recording alone leaves possible.
 
-``--kernels`` also splits execute into the time under ``batching.invoke`` (the kernels, every
-one a lazy execution runs; a traced cell's generated forward and backward included) and the
-rest, and, with ``lm_batch`` in the run, prints the budget of a 0.9x ratio: what the 16
-sequences' step may cost, what their kernels and SGD leave of it for recording and execution
-bookkeeping, and that per recorded op beyond the hand batch's. ``--floor`` times the same
+``--kernels`` also splits execute into the time under ``batching.invoke`` (the ops' kernels,
+a traced cell's generated forward and backward included) and the rest (which holds the
+gradient sums, ``Accumulation`` or the written backward's adds, and fused loops, which run
+outside ``invoke``; neither LM workload fuses), and, with ``lm_batch`` in the run, prints
+the budget of a 0.9x ratio: what the 16 sequences' step may cost, what their kernels and
+SGD leave of it for recording and execution bookkeeping, and that per recorded op beyond
+the hand batch's. ``--floor`` times the same
 user loop as ``lm_16`` recording into the leanest Python records (per op a list holding its
 inputs, per output an object holding ``(op, index)``, no check, no shape) and freeing them:
 about what no pure-Python recorder of this graph goes under.
