@@ -14,7 +14,8 @@ from .registry import op_info
 
 # How a batch passes an input: concatenated on axis 0, once (every op reads the same one), or
 # stacked on a new axis 0 (STACK: a reduction over axis 0 or over everything runs as the same
-# reduction past that axis, concat and split along axis 0 along axis 1, ``stacked_plan``); and
+# reduction past that axis, concat and split along axis 0 along axis 1, a traced function's op
+# as a call of the function on every call's arguments at once, ``stacked_plan``); and
 # an output: cut back along axis 0 (or the new axis), or (SUM, a shared input's gradient) the
 # whole, which is the sum of every op's part, given to the first op (the others' parts read as
 # None; they all go to the same variable, where gradient parts are summed anyway).
@@ -106,32 +107,38 @@ def _concat_split(plan, shapes):
     return _along_axis(plan, shapes)
 
 
-def stacked(x, plan, n: int) -> tuple:
-    """``(X, plan)`` for ``n`` ops of ``plan`` whose X (an array, or a list of them: concat's)
-    is stacked along a new axis 0: ``x``, the ops' X concatenated along axis 0, as ``n``
-    blocks, and ``stacked_plan``."""
-    if type(x) is list:
-        blocks = [a.reshape((n, a.shape[0] // n) + a.shape[1:]) for a in x]
-        return blocks, stacked_plan(plan, n, x[0].ndim)
-    return x.reshape((n, x.shape[0] // n) + x.shape[1:]), stacked_plan(plan, n, x.ndim)
+def stacked(arrays: dict, ins: dict, plan, n: int):
+    """``plan``'s ``stacked_plan`` for ``n`` ops whose STACK inputs ``arrays`` (by slot: an
+    array, or a list of them: concat's) are concatenated along axis 0; each such input is
+    made ``n`` blocks along a new axis 0 in ``arrays``, in place."""
+    rank = None
+    for slot, how in ins.items():
+        if how == STACK:
+            x = arrays[slot]
+            if type(x) is list:
+                arrays[slot] = [a.reshape((n, a.shape[0] // n) + a.shape[1:]) for a in x]
+                rank = x[0].ndim
+            else:
+                arrays[slot] = x.reshape((n, x.shape[0] // n) + x.shape[1:])
+                rank = x.ndim
+    return stacked_plan(plan, n, rank)
 
 
 _stacked_plans: dict = {}
+# op types whose kernels take inputs stacked on a new axis 0 as they are, with the same
+# attributes (a traced function's op: ``tape.function_stacking``)
+_self_stacking: set = set()
 
 
-def stacked_plan(plan, n: int, x_rank: int):
-    """The CallPlan that runs ``n`` ops of ``plan`` (of X of rank ``x_rank``) on their inputs
-    stacked along a new axis 0: a reduction the same (``mean`` as ``reduce_mean``) over the
-    same axes shifted by one, never axis 0; concat and split along ``axis`` shifted by one.
-    Each output is ``(n,) +`` each op's output shape."""
-    key = (plan, n)
-    made = _stacked_plans.get(key)
-    if made is not None:
-        return made
-    info, attrs = plan.info, dict(plan.attrs)
+def stacked_op(info, attrs: dict, x_rank: int) -> tuple:
+    """``(info, checked attributes, their key)`` of the op that runs ops of ``info`` with
+    ``attrs`` (of X of rank ``x_rank``) on their inputs stacked along a new axis 0: a
+    reduction the same (``mean`` as ``reduce_mean``) over the same axes shifted by one, never
+    axis 0; concat and split along ``axis`` shifted by one; a self-stacking op as it is."""
+    attrs = dict(attrs)
     if info.type in ("concat", "split"):
         attrs["axis"] = attrs["axis"] % x_rank + 1
-    else:
+    elif info.type not in _self_stacking:
         if info.type == "mean":
             info, attrs = op_info("reduce_mean"), {"keep_dim": False}
             axes = range(x_rank)
@@ -140,7 +147,18 @@ def stacked_plan(plan, n: int, x_rank: int):
             axes = range(x_rank) if attrs["reduce_all"] or not dims else \
                 sorted(d % x_rank for d in dims)
         attrs.update(dim=[a + 1 for a in axes], reduce_all=False)
-    attrs, attrs_key = info.checked_attrs(attrs)
+    return (info, *info.checked_attrs(attrs))
+
+
+def stacked_plan(plan, n: int, x_rank: int):
+    """The CallPlan that runs ``n`` ops of ``plan`` (of X of rank ``x_rank``) on their inputs
+    stacked along a new axis 0 (``stacked_op``). Each output is ``(n,) +`` each op's output
+    shape."""
+    key = (plan, n)
+    made = _stacked_plans.get(key)
+    if made is not None:
+        return made
+    info, attrs, attrs_key = stacked_op(plan.info, plan.attrs, x_rank)
     specs = {slot: [((n,) + tuple(shape), dtype) for shape, dtype in ss]
              for slot, _, ss, _ in plan.outputs if ss}
     made = CallPlan(info, attrs, attrs_key, plan.place, plan.dtype, specs, plan.wants_grad)
@@ -182,15 +200,20 @@ def rule_for(op_type: str):
     return _RULES.get(op_type)
 
 
-def add_rule(op_type: str, rule) -> None:
+def add_rule(op_type: str, rule, self_stacking: bool = False) -> None:
     """Give ``op_type``, registered after import (a traced function's op, ``tape.function``),
-    batch rule ``rule``; its grad op follows it as any grad op follows its forward op's."""
+    batch rule ``rule``; its grad op follows it as any grad op follows its forward op's. With
+    ``self_stacking``, its kernel also takes inputs its rule stacks, as they come
+    (``stacked_op``)."""
     _RULES[op_type] = rule
+    if self_stacking:
+        _self_stacking.add(op_type)
 
 
 def drop_rule(op_type: str) -> None:
     """Forget ``op_type``'s rule (``add_rule``'s; its op is gone)."""
     _RULES.pop(op_type, None)
+    _self_stacking.discard(op_type)
 
 
 rule_cache: dict = {}

@@ -344,7 +344,7 @@ def run_batch(ops: list, rule) -> None:
     plan = first.plan
     positions = None if recipes is None else recipes.positions
     if STACK in ins.values():   # (one more axis in front: reductions over axis 0, concat/split)
-        arrays["X"], plan = stacked(arrays["X"], plan, n)
+        plan = stacked(arrays, ins, plan, n)
         result = invoke(plan, arrays, None, None)
         if not note_unit(ops, ins, arrays, result, None, plan, (n, sums, None, True),
                          sources, filings, positions):

@@ -329,5 +329,6 @@ def _graph(recorder, placeholders: list, outputs: list, name: str) -> tuple:
     graph = Graph(tuple(steps), len(placeholders),
                   tuple(not v.desc.stop_gradient for v in inputs),
                   tuple(v.desc.dtype for v in inputs),
-                  tuple(index[id(v.desc)] for v in outputs), size, placeholders[0].place)
+                  tuple(index[id(v.desc)] for v in outputs), size, placeholders[0].place,
+                  tuple((tuple(v.desc.shape), v.desc.dtype) for v in inputs))
     return graph, captured

@@ -18,7 +18,7 @@ import re
 import weakref
 
 from . import dtypes
-from .batch_rules import CAT, SHARED, add_rule, drop_rule
+from .batch_rules import CAT, SHARED, STACK, add_rule, drop_rule
 from .errors import InvalidArgumentError
 from .function_program import Graph
 from .place import CPUPlace, CUDAPlace
@@ -53,8 +53,8 @@ def register_function_op(graph: Graph, name: str):
         program = graph.program_of(inputs)
         env = program.forward(inputs)
         computed.keep(inputs, program, env)
-        return env[graph.outputs[0]] if len(results) == 1 else \
-            tuple(env[i] for i in graph.outputs)
+        outputs = program.graph.outputs     # (a stacked Graph's, for calls stacked)
+        return env[outputs[0]] if len(results) == 1 else tuple(env[i] for i in outputs)
 
     def run_function_grad(inputs, out_grads):
         kept = computed.take(inputs)
@@ -73,7 +73,7 @@ def register_function_op(graph: Graph, name: str):
     for place in (CPUPlace(), CUDAPlace(0)):
         kernel(op_type, types=dtypes.ALL, place=place)(forward)
         kernel(op_type + "_grad", types=dtypes.ALL, place=place)(backward)
-    add_rule(op_type, lambda plan, shapes: _batch_rule(graph, names, shapes))
+    add_rule(op_type, lambda plan, shapes: _batch_rule(graph, names, shapes), self_stacking=True)
     weakref.finalize(info, drop_rule, op_type)
     return info
 
@@ -98,9 +98,11 @@ def _infer_shape(graph: Graph, names: list, results: list, ctx) -> None:
 
 def _batch_rule(graph: Graph, names: list, shapes: dict):
     given = tuple((tuple(shapes[n][0]), d) for n, d in zip(names, graph.input_dtypes))
-    if not graph.row_wise(given):
-        return None
-    return {n: CAT if k < graph.arguments else SHARED for k, n in enumerate(names)}
+    if graph.row_wise(given):
+        return {n: CAT if k < graph.arguments else SHARED for k, n in enumerate(names)}
+    if graph.stacks(given):
+        return {n: STACK if k < graph.arguments else SHARED for k, n in enumerate(names)}
+    return None
 
 
 class ForwardValues:

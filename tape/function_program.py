@@ -44,8 +44,11 @@ class Graph:
     of which the first ``len(wants)`` are the op's inputs (``arguments`` arguments, then the
     captured Variables), with ``wants`` saying which of those want gradients and
     ``input_dtypes`` their dtypes; ``outputs`` are the returned values' indices; ``place`` is
-    where the traced ops ran. ``programs`` and ``by_arrays`` keep its Programs by the inputs'
-    ``(shape, dtype code)`` and by their arrays' ``(shape, numpy dtype)``."""
+    where the traced ops ran, ``traced`` the inputs' ``(shape, dtype code)`` there (a trace is
+    made per signature: every call's). ``programs`` and ``by_arrays`` keep its Programs by the
+    inputs' ``(shape, dtype code)`` and by their arrays' ``(shape, numpy dtype)``; ``stacked``
+    its Graphs for calls at once, by their number (``tape.function_stacking``; None: refused).
+    """
 
     steps: tuple
     arguments: int
@@ -54,8 +57,10 @@ class Graph:
     outputs: tuple
     size: int
     place: object
+    traced: tuple
     programs: dict = dataclasses.field(default_factory=dict)
     by_arrays: dict = dataclasses.field(default_factory=dict)
+    stacked: dict = dataclasses.field(default_factory=dict)
 
     @property
     def inputs(self) -> int:
@@ -70,8 +75,31 @@ class Graph:
             if len(self.programs) >= PROGRAM_CACHE_LIMIT:
                 self.programs.clear()
                 self.by_arrays.clear()
-            program = self.programs[specs] = Program(self, specs)
+            calls = self.calls_stacked(specs)
+            program = self.programs[specs] = Program(self, specs) if calls is None else \
+                self.stacked_for(calls).program(specs)
         return program
+
+    def calls_stacked(self, specs: tuple) -> int | None:
+        """How many calls' arguments ``specs`` stacks along a new axis 0 (a lazy batch of calls
+        that are not row-wise), or None: inputs of one call, or of calls concatenated."""
+        shape, traced = specs[0][0], self.traced[0][0]
+        return shape[0] if len(shape) == len(traced) + 1 else None
+
+    def stacked_for(self, n: int) -> Graph | None:
+        """This graph for ``n`` calls at once on stacked arguments, or None where it cannot be
+        (``tape.function_stacking``)."""
+        from .function_stacking import stacked_graph  # (which makes Graphs: a cycle)
+        if n not in self.stacked:
+            self.stacked[n] = stacked_graph(self, n)
+        return self.stacked[n]
+
+    def stacks(self, specs: tuple) -> bool:
+        """Whether calls at inputs of ``specs`` can run at once on their arguments stacked
+        along a new axis 0 (every argument has an axis 0 to concatenate them along)."""
+        return specs == self.traced and \
+            all(len(shape) >= 1 for shape, _ in specs[:self.arguments]) and \
+            self.stacked_for(2) is not None
 
     def program_of(self, arrays: list) -> Program:
         """The Program for input ``arrays`` (a kernel's view: shapes and dtypes of values)."""

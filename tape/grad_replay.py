@@ -47,6 +47,8 @@ class _Prepared:
                                      for kind, fslot, i in bound))
             for slot, duplicable, bound in step.outs)
         self.wants = {slot for slot, _, bound in self.outs if any(k for *_, k in bound)}
+        if not self.wants:      # (left out by ``prepare``: it needs no kernel, which an
+            return              # integer reshape's gradient has none of)
         attrs = forward.attrs if step.attrs is None else step.attrs
         self.plan = CallPlan(step.info, attrs, None, forward.place, forward.dtype)
         # the kernel's call that adds its gradients into the sums backward keeps for them

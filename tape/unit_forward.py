@@ -255,11 +255,8 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
     stack = STACK in ins.values()
     plan = writer.constant(unit.plan)
     if stack:   # (``batch_rules.stacked``'s blocks: the shapes and the plan this run's unit had)
-        blocks = unit.arrays["X"]
-        x = "[" + ", ".join(f"{entry}.reshape({block.shape})" for entry, block in
-                            zip(listed["X"], blocks)) + "]" if type(blocks) is list else \
-            f"{dict(inputs)['X']}.reshape({blocks.shape})"
-        inputs = [(slot, x if slot == "X" else value) for slot, value in inputs]
+        inputs = [(slot, _blocks(unit.arrays[slot], listed.get(slot), value)
+                   if ins.get(slot) == STACK else value) for slot, value in inputs]
     lines.append("    arrays = {" + ", ".join(f"{slot!r}: {value}" for slot, value in inputs)
                  + "}")
     offsets = None if stack else kept.offsets
@@ -285,6 +282,15 @@ def _batch(writer, t: int, turn: tuple, kept: BatchRecipes, ins: dict) -> list:
               f"    {' = '.join(f'{o}.results' for o in named)} = r{t}",
               f"    {' = '.join(f'{o}.batch' for o in named)} = {batch}"]
     return lines
+
+
+def _blocks(blocks, entries: list | None, value: str) -> str:
+    """The source of a stacked input: ``value`` (or, for a list, its ``entries``) reshaped to
+    the ``blocks`` this run's unit had."""
+    if type(blocks) is list:
+        return "[" + ", ".join(f"{entry}.reshape({block.shape})"
+                               for entry, block in zip(entries, blocks)) + "]"
+    return f"{value}.reshape({blocks.shape})"
 
 
 def _column(writer, turn: tuple, kept: BatchRecipes, slot: str, index: int) -> str:

@@ -1,0 +1,133 @@
+"""Calls of a tape.function whose ops split, concatenate or reduce along axis 0 (a sequence's
+loss: its steps cut from one array, their losses averaged) batch on a lazy tape by stacking
+their arguments on a new axis 0 (``tape.function_stacking``): one kernel call forward and one
+grad call backward, equal to the calls run one by one."""
+import numpy as np
+import pytest
+from batching_cases import batching_off, floats, run_lazily
+
+import tape
+from tape import layers, ops
+
+pytestmark = pytest.mark.usefixtures("user_ops")    # each trace registers an op: removed after
+
+CALLS, STEPS, VOCAB, WIDTH = 16, 5, 11, 6
+
+
+def sequence_model(start_wants_grad=False):
+    """``(sequence_loss, params)``: an embedding, a recurrent cell over the steps cut from the
+    embedded sequence, a projection of every step's state and the mean cross-entropy; the
+    start state is captured (shared by every call)."""
+    tape.seed(4)
+    embed, cell = layers.Embedding(VOCAB, WIDTH), layers.Linear(2 * WIDTH, WIDTH)
+    project = layers.Linear(WIDTH, VOCAB)
+    start = tape.Variable(np.full((1, WIDTH), 0.1, np.float32),
+                          stop_gradient=not start_wants_grad)
+
+    def sequence_loss(ids, targets):
+        h, hs = start, []
+        for x in ops.split(embed(ids), num=STEPS, axis=0):
+            h = ops.tanh(cell(ops.concat([x, h], axis=1)))
+            hs.append(h)
+        logits = project(ops.concat(hs, axis=0))
+        return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
+    params = [*embed.params(), *cell.params(), *project.params()]
+    return sequence_loss, params + ([start] if start_wants_grad else [])
+
+
+def sequences(seed):
+    rng = np.random.default_rng(seed)
+    return [(tape.Variable(rng.integers(VOCAB, size=STEPS)),
+             tape.Variable(rng.integers(VOCAB, size=(STEPS, 1))))
+            for _ in range(CALLS)]
+
+
+def mean_of(loss, data):
+    return lambda: ops.scale(ops.sum([loss(*d) for d in data]), scale=1.0 / CALLS)
+
+
+def assert_close(got, expected):
+    """Loss and gradients: the stacked calls' products are one BLAS call over every call's rows,
+    which may block and round differently from one call's."""
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+    for a, b in zip(got[1], expected[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(b).max())
+
+
+def test_sequence_losses_run_as_one_call_forward_and_backward(kernel_calls):
+    loss, params = sequence_model()
+    data = sequences(0)
+    traced = tape.function(loss)
+    got = run_lazily(mean_of(traced, data), params)
+    forward = [arrays for t, arrays in kernel_calls
+               if t.startswith("function_") and not t.endswith("_grad")]
+    grads = [t for t, _ in kernel_calls if t.startswith("function_") and t.endswith("_grad")]
+    assert len(forward) == 1 and len(grads) == 1
+    assert forward[0]["Arg0"].shape == (CALLS, STEPS)          # stacked, not concatenated
+    assert forward[0]["Arg1"].shape == (CALLS, STEPS, 1)
+    with batching_off():
+        one_by_one = run_lazily(mean_of(traced, data), params)
+    assert_close(got, one_by_one)
+
+
+def test_stacked_calls_equal_the_functions_own_ops_eagerly():
+    """Against eager Tape running the function's ops unwrapped, with a captured start state
+    that wants a gradient: the one every call's tiled copy sums back to."""
+    loss, params = sequence_model(start_wants_grad=True)
+    data = sequences(1)
+    got = run_lazily(mean_of(tape.function(loss), data), params)
+    for p in params:
+        p.grad = None
+    tape.reset_global_tape()
+    eager = mean_of(loss, data)()
+    eager.backward()
+    assert_close(got, (eager.numpy(), [p.grad.numpy() for p in params]))
+
+
+def test_each_call_reads_its_own_result():
+    """Every call's 0-D loss, read after the batch ran, is the call's own."""
+    loss, _ = sequence_model()
+    data = sequences(2)
+    traced = tape.function(loss)
+    with tape.lazy():
+        tape.reset_global_tape()
+        losses = [traced(*d) for d in data]
+        ops.sum(losses).numpy()
+        got = [v.numpy() for v in losses]
+    tape.reset_global_tape()
+    expected = [loss(*d).numpy() for d in data]
+    assert all(g.shape == () for g in got)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_later_steps_give_the_first_steps_results_bit_for_bit():
+    """The second step of the same graph runs its cached, written schedule."""
+    loss, params = sequence_model()
+    data = sequences(3)
+    build = mean_of(tape.function(loss), data)
+    first, second, third = (run_lazily(build, params) for _ in range(3))
+    for later in (second, third):
+        np.testing.assert_array_equal(later[0], first[0])
+        for a, b in zip(later[1], first[1], strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_an_op_without_a_batch_rule_leaves_the_calls_one_by_one(kernel_calls):
+    """A cumulative sum along the steps has no batch rule: no stacked Graph, calls one by one,
+    still right."""
+    def running(x):
+        return ops.mean(ops.cumsum(ops.split(x, num=2, axis=0)[0], axis=0))
+    rng = np.random.default_rng(5)
+    xs = [tape.Variable(floats(rng, (4, 3)), stop_gradient=False) for _ in range(CALLS)]
+    traced = tape.function(running)
+    got = run_lazily(lambda: ops.sum([traced(x) for x in xs]), xs)
+    forward = [t for t, _ in kernel_calls if t.startswith("function_") and not t.endswith("_grad")]
+    assert len(forward) == CALLS
+    tape.reset_global_tape()
+    for x in xs:
+        x.grad = None
+    eager = ops.sum([running(x) for x in xs])
+    eager.backward()
+    np.testing.assert_array_equal(got[0], eager.numpy())
+    for x, g in zip(xs, got[1], strict=True):
+        np.testing.assert_array_equal(g, x.grad.numpy())
