@@ -6,10 +6,11 @@ shape rule asks the trace's Program at the inputs' shapes (``tape.function_progr
 kernel runs the Program's plans, and its grad op ``<type>_grad`` runs their grad steps in
 reverse, on the values the forward call computed: those are kept while the arrays it was given
 live (``ForwardValues``); given other arrays, the grad op runs the traced ops again. The op keeps
-only its inputs for backward, as an op of its own would. Its batch rule concatenates the
-arguments and shares the captured Variables where the trace is row-wise in its arguments
-(``Graph.row_wise``), so calls of one trace with the same captured Variables run as one call
-on a lazy tape, forward and backward.
+only its inputs for backward, as an op of its own would. Its batch rule shares the captured
+Variables and concatenates the arguments where the trace is row-wise in them
+(``Graph.row_wise``), else stacks them on a new axis 0 where the trace can run for every call
+at once so (``tape.function_stacking``), so calls of one trace with the same captured
+Variables run as one call on a lazy tape, forward and backward.
 """
 from __future__ import annotations
 

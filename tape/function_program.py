@@ -75,6 +75,7 @@ class Graph:
             if len(self.programs) >= PROGRAM_CACHE_LIMIT:
                 self.programs.clear()
                 self.by_arrays.clear()
+                self.stacked.clear()
             calls = self.calls_stacked(specs)
             program = self.programs[specs] = Program(self, specs) if calls is None else \
                 self.stacked_for(calls).program(specs)

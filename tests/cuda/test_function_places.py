@@ -67,3 +67,41 @@ def test_a_function_on_cuda_gives_the_cpu_outputs_and_gradients(monkeypatch, laz
     assert set(calls) == set(TRACED_OPS)
     for ours, expected in zip(got, want, strict=True):
         np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-13)
+
+
+def _sequences_run(place):
+    """The loss and gradients of 3 sequence losses (a tape.function that cuts its steps from
+    one argument and averages their outputs: its calls batch stacked, ``tape.function_stacking``)
+    on a lazy tape, with a captured start state that wants a gradient (tiled per call)."""
+    linear, step = _model(place)
+    ops = tape.ops
+    tape.reset_global_tape()
+    h0 = tape.Variable(H0[:1], stop_gradient=False, place=place)
+
+    @tape.function
+    def sequence(x):
+        h, hs = h0, []
+        for row in ops.split(x, num=XS.shape[1], axis=0):
+            h = step(row, h)
+            hs.append(h)
+        return ops.mean(ops.concat(hs, axis=0))
+
+    with tape.lazy():
+        xs = [tape.Variable(XS[k], stop_gradient=False, place=place) for k in range(3)]
+        loss = ops.sum([sequence(x) for x in xs])
+        loss.backward()
+        return ([loss.numpy()] + [p.grad.numpy() for p in linear.params()]
+                + [x.grad.numpy() for x in xs] + [h0.grad.numpy()])
+
+
+def test_stacked_function_calls_on_cuda_give_the_cpu_outputs_and_gradients(monkeypatch):
+    want = _sequences_run(CPU)
+    calls = []
+    for op_type in ("reshape2", "tile", "reduce_mean"):
+        kernel = op_info(op_type).kernel(GPU, tape.dtypes.FP64)
+        call = kernel.call
+        monkeypatch.setattr(kernel, "call", lambda *a, t=op_type, c=call: calls.append(t) or c(*a))
+    got = _sequences_run(GPU)
+    assert {"reshape2", "tile", "reduce_mean"} <= set(calls)
+    for ours, expected in zip(got, want, strict=True):
+        np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-13)
