@@ -175,12 +175,13 @@ def _lookup(plan, shapes):
 
 _ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
                 "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow", "sum")
-_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+# (a batched Y that broadcasts over X runs stacked: ``tape.function_stacking``)
+ELEMENTWISE_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
            "elementwise_max", "elementwise_min", "elementwise_pow")
 
 _RULES = {
     **{t: _all_cat for t in _ELEMENTWISE},
-    **{t: _elementwise_binary for t in _BINARY},
+    **{t: _elementwise_binary for t in ELEMENTWISE_BINARY},
     "mul": _mul,
     "matmul_v2": _matmul,
     **{t: _concat_split for t in ("concat", "split")},

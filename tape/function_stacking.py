@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .batch_rules import CAT, SHARED, STACK, rule_for, stacked_op
+from .batch_rules import CAT, ELEMENTWISE_BINARY, SHARED, STACK, rule_for, stacked_op
 from .function_program import Graph, Step
 from .registry import op_info
 
@@ -71,6 +71,10 @@ class _Stacking:
             rule(plan, {slot: [self.specs[i][0] for i in index] for slot, index in reads.items()})
         if modes is None:
             raise _Refused
+        if step.info.type in ELEMENTWISE_BINARY and modes.get("Y") == SHARED and \
+                not all(i in self.shared for i in reads["Y"]):
+            self._broadcast(step, reads)
+            return
         stack = STACK in modes.values()
         given = {}
         for slot, index in reads.items():
@@ -88,6 +92,23 @@ class _Stacking:
             info, attrs, attrs_key = stacked_op(step.info, step.attrs, x_rank)
             step = Step(info, attrs, attrs_key, step.ins, step.outs)
         self._add(step, given, self.stacked if stack else self.flat)
+
+    def _broadcast(self, step: Step, reads: dict) -> None:
+        """An elementwise op whose Y, which an argument leads to, broadcasts over X's leading
+        axes (``x - ops.mean(x)``): on the stacked forms, Y given ones for the axes it skips
+        (its own calls' values stay on axis 0), broadcast as numpy does."""
+        (x,), (y,) = reads["X"], reads["Y"]
+        if x in self.shared:
+            raise _Refused
+        x_shape, y_shape = self._shape(x), self._shape(y)
+        axis = step.attrs.get("axis", -1)
+        start = len(x_shape) - len(y_shape) if axis == -1 else axis
+        ones = len(x_shape) - start - len(y_shape)
+        aligned = self._reshape(self._as_stacked(y),
+                                (self.n,) + (1,) * start + y_shape + (1,) * ones)
+        attrs, attrs_key = step.info.checked_attrs({**step.attrs, "axis": -1})
+        self._add(Step(step.info, attrs, attrs_key, step.ins, step.outs),
+                  {"X": [self._as_stacked(x)], "Y": [aligned]}, self.stacked)
 
     def _add(self, step: Step, given: dict, form: dict) -> None:
         """Append ``step`` (its op may be another than its slots' indices were found for: a

@@ -51,7 +51,7 @@ def test_calls_batch_into_one_kernel_call_forward_and_backward(kernel_calls):
     assert function_calls(kernel_calls) == ([CALLS], [kernel_calls[-1][0]])
     np.testing.assert_array_equal(got[0], expected[0])
     for a, b in zip(got[1], expected[1], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7 * np.abs(b).max())
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(b).max())
 
 
 @pytest.mark.parametrize("check", [True, False])
@@ -71,9 +71,12 @@ def test_batched_calls_equal_unbatched_ones(check, restore_flags):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(b).max())
 
 
-def test_a_function_that_is_not_row_wise_runs_call_by_call(kernel_calls):
-    """A mean over all of an argument mixes its rows: concatenated calls would share it. Run
-    call by call, it equals the function's ops run one by one (as eager Tape), bit for bit."""
+def test_a_function_that_is_not_row_wise_runs_stacked(kernel_calls):
+    """A mean over all of an argument mixes its rows: concatenated calls would share it. The
+    calls run as one on their arguments stacked (``tape.function_stacking``; each mean
+    broadcast back over its own call's rows), equal to the function's ops run one by one (as
+    eager Tape): the forward bit for bit, the gradients within float32 rounding (a stacked
+    mean's and a broadcast difference's gradients sum in another order)."""
     def centred(x):
         return ops.tanh(x - ops.mean(x))
 
@@ -84,11 +87,12 @@ def test_a_function_that_is_not_row_wise_runs_call_by_call(kernel_calls):
         expected = run_lazily(build(centred), xs)
     kernel_calls.clear()
     got = run_lazily(build(tape.function(centred)), xs)
-    forward, grads = function_calls(kernel_calls)
-    assert forward == [2] * CALLS and len(grads) == CALLS
+    stacked = [arrays["Arg0"].shape for t, arrays in kernel_calls
+               if t.startswith("function_") and not t.endswith("_grad")]
+    assert stacked == [(CALLS, 2, 3)] and len(function_calls(kernel_calls)[1]) == 1
     np.testing.assert_array_equal(got[0], expected[0])
     for a, b in zip(got[1], expected[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(b).max())
 
 
 def test_calls_with_other_captured_variables_batch_apart(kernel_calls):

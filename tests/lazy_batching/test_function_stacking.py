@@ -131,3 +131,20 @@ def test_an_op_without_a_batch_rule_leaves_the_calls_one_by_one(kernel_calls):
     np.testing.assert_array_equal(got[0], eager.numpy())
     for x, g in zip(xs, got[1], strict=True):
         np.testing.assert_array_equal(g, x.grad.numpy())
+
+
+def test_a_reduction_broadcast_back_at_an_axis_stacks(kernel_calls):
+    """Y, a reduction over X's axes 0 and 2, multiplies X at axis 1 (Paddle's ``axis``): on the
+    stacked forms it is given ones for X's axes 0 and 2, its calls on the new axis 0."""
+    def weighted(x):
+        return ops.elementwise_mul(x, ops.reduce_sum(x, dim=[0, 2]), axis=1)
+    rng = np.random.default_rng(6)
+    xs = [tape.Variable(floats(rng, (2, 3, 4)), stop_gradient=False) for _ in range(CALLS)]
+    traced = tape.function(weighted)
+    got = run_lazily(lambda: ops.sum([ops.reduce_sum(traced(x) * x) for x in xs]), xs)
+    stacked = [arrays["Arg0"].shape for t, arrays in kernel_calls
+               if t.startswith("function_") and not t.endswith("_grad")]
+    assert stacked == [(CALLS, 2, 3, 4)]
+    with batching_off():
+        assert_close(got, run_lazily(lambda: ops.sum([ops.reduce_sum(weighted(x) * x)
+                                                      for x in xs]), xs))
