@@ -148,3 +148,57 @@ def test_a_reduction_broadcast_back_at_an_axis_stacks(kernel_calls):
     with batching_off():
         assert_close(got, run_lazily(lambda: ops.sum([ops.reduce_sum(weighted(x) * x)
                                                       for x in xs]), xs))
+
+
+def shared_start():
+    tape.seed(7)
+    return tape.Variable(floats(np.random.default_rng(7), (1, WIDTH)), stop_gradient=False)
+
+
+def stacked_forward_calls(kernel_calls) -> list:
+    return [arrays["Arg0"].shape for t, arrays in kernel_calls
+            if t.startswith("function_") and not t.endswith("_grad")]
+
+
+def test_a_value_no_argument_leads_to_is_computed_once_and_tiled_where_rows_need_it(
+        kernel_calls):
+    """``tanh(start)`` reads only a captured Variable: computed once for every call, then
+    tiled (once) for both products that concatenate it with an argument's rows; its gradient
+    sums every call's back."""
+    start = shared_start()
+
+    def spread(x):
+        s = ops.tanh(start)
+        return ops.mean(ops.concat([row * s for row in ops.split(x, num=2, axis=0)], axis=0))
+    rng = np.random.default_rng(8)
+    xs = [tape.Variable(floats(rng, (2, WIDTH)), stop_gradient=False) for _ in range(CALLS)]
+    traced = tape.function(spread)
+    got = run_lazily(lambda: ops.sum([traced(x) for x in xs]), [start] + xs)
+    assert stacked_forward_calls(kernel_calls) == [(CALLS, 2, WIDTH)]
+    with batching_off():
+        assert_close(got, run_lazily(lambda: ops.sum([spread(x) for x in xs]), [start] + xs))
+
+
+@pytest.mark.parametrize("case", ["a result no argument leads to",
+                                  "a captured X with a Y that broadcasts over it"])
+def test_functions_the_stacking_refuses_run_call_by_call(kernel_calls, case):
+    start = shared_start()
+
+    def refused(x):
+        if case == "a result no argument leads to":
+            return ops.mean(x), ops.tanh(start)
+        return ops.elementwise_sub(start, ops.mean(x)), ops.mean(x)
+    rng = np.random.default_rng(9)
+    xs = [tape.Variable(floats(rng, (2, WIDTH)), stop_gradient=False) for _ in range(CALLS)]
+    traced = tape.function(refused)
+
+    def build(f):
+        return lambda: ops.sum([ops.reduce_sum(a) + ops.reduce_sum(b)
+                                for a, b in (f(x) for x in xs)])
+    got = run_lazily(build(traced), [start] + xs)
+    assert stacked_forward_calls(kernel_calls) == [(2, WIDTH)] * CALLS
+    with batching_off():
+        expected = run_lazily(build(refused), [start] + xs)
+    np.testing.assert_array_equal(got[0], expected[0])
+    for a, b in zip(got[1], expected[1], strict=True):
+        np.testing.assert_array_equal(a, b)
