@@ -28,6 +28,11 @@ per op in the models it is made for (the models: ``dynamic_models.py``, and for 
   batch (the row "Tape, lazy, cells as tape.function"). On a lazy tape Tape's LSTMCell records
   each call as one op by itself (``layers/recurrent.py``), so the LM's plain lazy rows batch
   its steps the same way; its traced row differs only in who made the function.
+- char LM, 16 separate sequences per tape, once more with each sequence's whole loss (embedding,
+  30 cell steps, projection, cross-entropy, mean) as one ``tape.function``, run lazily (the
+  row "Tape, lazy, each sequence's loss as tape.function"): 16 calls of it, their sum and its
+  scale are the step's 18 recorded ops. Its calls batch only where lazy Tape batches calls of
+  a function that splits, concatenates or reduces along axis 0; elsewhere they run one by one.
 - the 100-op chain of ``per_op.py`` (µs per op, forward with its value, and forward +
   backward). Issue 12 sets recording a lazy op (at most 1.5 µs) as a target of its own, so its
   "fused 100-op chain at most 1.0 µs per op, forward and backward" is read as the execution
@@ -90,6 +95,7 @@ TAPE_NEEDS = ("layers.LSTMCell", "layers.Embedding", "layers.Linear", "optim.SGD
               "ops.softmax_with_cross_entropy", "ops.concat", "ops.split", "ops.reduce_sum")
 TORCH_LOOP = "PyTorch, per-sample loop"
 HAND_ALONGSIDE = f"{TAPE_LAZY}, the same {models.FOREST} batched by hand (timed alongside)"
+TAPE_LAZY_SEQUENCE = f"{TAPE_LAZY}, each sequence's loss as tape.function"
 FOREST, LENGTH = models.FOREST, models.CHAR_LENGTH
 
 
@@ -107,6 +113,16 @@ class Workload(NamedTuple):
     # tape's model of the same samples batched by hand, timed lazily in this table's
     # alternation (the row HAND_ALONGSIDE), so that the ratio to it has no drift between tables
     alongside: Callable | None = None
+    # tape's model with each sample's whole loss as one tape.function (the lazy row
+    # TAPE_LAZY_SEQUENCE): one op per sample, whose calls batch where the function allows
+    sequence_traced: Callable | None = None
+
+    def own_lazy_models(self) -> list:
+        """``(row, model)`` of the lazy rows whose model is not ``tape``'s, in the table's
+        order."""
+        return [(row, model) for row, model in ((TAPE_LAZY_TRACED, self.traced),
+                                                (TAPE_LAZY_SEQUENCE, self.sequence_traced),
+                                                (HAND_ALONGSIDE, self.alongside)) if model]
 
 
 LR = models.LEARNING_RATE
@@ -129,7 +145,8 @@ WORKLOADS = (
              f"SGD per {FOREST} sequences (per sequence)", models.char_batch_samples,
              models.char_lm_16_tape, models.one_graph_torch(models.char_lm_torch), LR,
              "char_lm_16", models.char_lm_torch, "ms per sample",
-             models.char_lm_16_traced_tape, models.char_lm_batch_tape),
+             models.char_lm_16_traced_tape, models.char_lm_batch_tape,
+             models.char_lm_16_sequence_tape),
     Workload("lm_batch", f"char-LSTM LM, the same {FOREST} sequences batched by hand (batch "
              f"{FOREST}; per sequence)", models.char_batch_samples, models.char_lm_batch_tape,
              models.char_lm_batch_torch, LR, "char_lm_batch", unit="ms per sample"),
@@ -217,15 +234,13 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
         tape_loss, tape_grads = tape_first()
         checks.append(check_gradients("Tape, lazy", tape_params, lazy_first()[1], tape_grads,
                                       "eager Tape"))
-        for label, model in ((TAPE_LAZY_TRACED, workload.traced),
-                             (HAND_ALONGSIDE, workload.alongside)):
-            if model:   # the same initial parameters (seed 0), trained on their own
-                tape.seed(0)
-                own_params, own_losses = model(tape, samples)
-                steps[label], own_first = tape_training(tape, own_params, own_losses,
-                                                        workload.learning_rate, lazy=True)
-                checks.append(check_gradients(label, own_params, own_first()[1], tape_grads,
-                                              "eager Tape"))
+        for label, model in workload.own_lazy_models():
+            tape.seed(0)    # the same initial parameters, trained on their own
+            own_params, own_losses = model(tape, samples)
+            steps[label], own_first = tape_training(tape, own_params, own_losses,
+                                                    workload.learning_rate, lazy=True)
+            checks.append(check_gradients(label, own_params, own_first()[1], tape_grads,
+                                          "eager Tape"))
         if torch is not None:
             twins, torch_losses = workload.torch(torch, samples)
             copy_parameters(torch, tape_params, twins)
@@ -246,10 +261,8 @@ def run_workload(workload, tape, torch, peers, options, notes) -> dict:
             steps[peer.name] = peer.steps()
     if workload.torch_per_sample:
         rows.insert(1, TORCH_LOOP)
-    if workload.traced:
-        rows.insert(rows.index(TAPE_LAZY) + 1, TAPE_LAZY_TRACED)
-    if workload.alongside:
-        rows.insert(rows.index(TAPE_LAZY) + 2, HAND_ALONGSIDE)
+    after_lazy = rows.index(TAPE_LAZY) + 1
+    rows[after_lazy:after_lazy] = [label for label, _ in workload.own_lazy_models()]
     if workload.dynet:
         rows += [DYNET_OFF, DYNET_ON]
     with OtherLoad(peer.pid for peer in peers) as load:
@@ -286,7 +299,7 @@ def print_ratios(per_sample: dict, chain: dict) -> None:
     rows += [(f"{lib}, {FOREST} separate sequences per graph vs {TAPE_LAZY}'s hand-batched "
               f"{FOREST} (timed alongside)",
               throughput(per_sample, ("lm_16", lib), ("lm_16", HAND_ALONGSIDE)), "at least 0.9×")
-             for lib in (TAPE_LAZY_TRACED, TAPE_LAZY)]
+             for lib in (TAPE_LAZY_TRACED, TAPE_LAZY, TAPE_LAZY_SEQUENCE)]
     rows += [(f"{lib}, {FOREST} separate sequences per graph vs the hand-batched {FOREST}",
               throughput(per_sample, ("lm_16", lib), ("lm_batch", lib)), target)
              for lib, target in ((TAPE, ""), (TORCH, ""), (DYNET_OFF, ""),

@@ -152,11 +152,12 @@ def char_samples(rng):
     return [rng.integers(CHAR_VOCAB, size=CHAR_LENGTH + 1)]
 
 
-def char_lm_tape(tape, samples, batched=False, traced=False):
+def char_lm_tape(tape, samples, batched=False, traced=None):
     """Embed all characters at once, cut into steps, run the cell, project every h at once.
     One step per sample, or with ``batched`` one for all (``char_lm_batch_tape``). With
-    ``traced``, each step is a ``tape.function`` around the cell (one op per step), the first
-    given a zero state."""
+    ``traced="step"``, each step is a ``tape.function`` around the cell (one op per step); with
+    ``traced="sequence"``, each sample's whole loss is one (one op per sequence). Either is
+    given a zero first state."""
     layers, ops = tape.layers, tape.ops
     embed = layers.Embedding(CHAR_VOCAB, CHAR_EMBED)
     cell = layers.LSTMCell(CHAR_EMBED, CHAR_HIDDEN)
@@ -164,16 +165,20 @@ def char_lm_tape(tape, samples, batched=False, traced=False):
     start = step = None
     if traced:
         zeros = tape.Variable(np.zeros((1, CHAR_HIDDEN), np.float32))
-        start, step = (zeros, zeros), tape.function(lambda x, h, c: cell(x, (h, c)))
+        start = (zeros, zeros)
+    if traced == "step":
+        step = tape.function(lambda x, h, c: cell(x, (h, c)))
 
     def loss(inputs, targets):
         state, hs = start, []
         for x in ops.split(embed(inputs), num=CHAR_LENGTH, axis=0):
-            state = step(x, *state) if traced else cell(x, state)
+            state = step(x, *state) if step else cell(x, state)
             hs.append(state[0])
         logits = project(ops.concat(hs, axis=0))
         return ops.mean(ops.softmax_with_cross_entropy(logits, targets)[1])
 
+    if traced == "sequence":
+        loss = tape.function(loss)
     params = [p for layer in (embed, cell, project) for p in layer.params()]
     return params, [functools.partial(loss, _tape_ids(tape, inputs),
                                       _tape_ids(tape, targets[:, None]))
@@ -243,7 +248,9 @@ forest_tape = one_graph_tape(tree_lstm_tape)
 char_lm_16_tape = one_graph_tape(char_lm_tape)
 # the same with their cells as ``tape.function``s
 forest_traced_tape = one_graph_tape(functools.partial(tree_lstm_tape, traced=True))
-char_lm_16_traced_tape = one_graph_tape(functools.partial(char_lm_tape, traced=True))
+char_lm_16_traced_tape = one_graph_tape(functools.partial(char_lm_tape, traced="step"))
+# and with each sequence's whole loss as a ``tape.function``
+char_lm_16_sequence_tape = one_graph_tape(functools.partial(char_lm_tape, traced="sequence"))
 
 
 # --- the char LM, 16 sequences batched by hand ---------------------------------------------

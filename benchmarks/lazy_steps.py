@@ -2,38 +2,39 @@
 then executing it (``backward()``: the forward batches, the batched backward, freeing the
 tape), then SGD.
 
-Workloads: ``forest`` (Tree-LSTM, 16 trees per tape), ``lm_16`` (char LM, 16 separate
-sequences per tape) and ``lm_batch`` (the same 16 sequences batched by hand); ``forest_fn`` and
+Workloads: ``forest`` (Tree-LSTM, 16 trees per tape), ``lm_16`` (char LM, 16 separate sequences
+per tape) and ``lm_batch`` (the same 16 sequences batched by hand); ``forest_fn`` and
 ``lm_16_fn`` are ``forest`` and ``lm_16`` with their cells as ``tape.function``s (one op per
-cell call). The figures are
-the minimum and median CPU time (``time.process_time``) over the steps, after three warm-up
-steps. On a loaded machine these move by tens of percent; instructions do not: run
-``--child`` (the steps only, no output) under ``valgrind --tool=callgrind`` for 2 and for 4
-steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as valgrind knows no AVX-512, after one
-uncounted run that fills numba's disk cache) and halve the difference.
+cell call), and ``lm_16_seq`` is ``lm_16`` with each sequence's whole loss as one (one op per
+sequence). The figures are the minimum and median CPU time (``time.process_time``) over the
+steps, after three warm-up steps. On a loaded machine these move by tens of percent;
+instructions do not: run ``--child`` (the steps only, no output) under
+``valgrind --tool=callgrind`` for 2 and for 4 steps (with ``TAPE_AOT=0 NUMBA_CPU_NAME=generic``, as
+valgrind knows no AVX-512, after one uncounted run that fills numba's disk cache) and halve the
+difference.
 
-    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch forest_fn lm_16_fn]
-        [--steps N] [--batches]
+    .venv/bin/python benchmarks/lazy_steps.py [forest lm_16 lm_batch forest_fn lm_16_fn
+        lm_16_seq] [--steps N] [--batches]
 
 ``--batches`` first prints, per op type, how many ops each kernel call of one step ran (the
 agenda's batch sizes: a forest step's cell ops in batches of one depth of 16 trees, an LM
 step's in batches of 16).
 
-With ``lm_batch`` and ``lm_16`` or ``lm_16_fn`` in one run, it ends with issue 12's LM ratio
-by these minima (the hand batch's step over the 16 sequences' step), and the ratio the 16
-sequences would reach if their execution cost no more than the hand batch's: what their
-recording alone leaves possible.
+With ``lm_batch`` and ``lm_16``, ``lm_16_fn`` or ``lm_16_seq`` in one run, it ends with issue
+12's LM ratio by these minima (the hand batch's step over the 16 sequences' step), and the
+ratio the 16 sequences would reach if their execution cost no more than the hand batch's: what
+their recording alone leaves possible.
 
-``--kernels`` also splits execute into the time under ``batching.invoke`` (the ops' kernels,
-a traced cell's generated forward and backward included) and the rest (which holds the
-gradient sums, ``Accumulation`` or the written backward's adds, and fused loops, which run
-outside ``invoke``; neither LM workload fuses), and, with ``lm_batch`` in the run, prints
-the budget of a 0.9x ratio: what the 16 sequences' step may cost, what their kernels and
-SGD leave of it for recording and execution bookkeeping, and that per recorded op beyond
-the hand batch's. ``--floor`` times the same
-user loop as ``lm_16`` recording into the leanest Python records (per op a list holding its
-inputs, per output an object holding ``(op, index)``, no check, no shape) and freeing them:
-about what no pure-Python recorder of this graph goes under.
+``--kernels`` also splits execute into the time under ``batching.invoke`` (the ops' kernels, a
+traced function's generated forward and backward included: for ``lm_16_seq``, all of a
+sequence's) and the rest (which holds the gradient sums, ``Accumulation`` or the written
+backward's adds, and fused loops, which run outside ``invoke``; no LM workload fuses), and,
+with ``lm_batch`` in the run, prints the budget of a 0.9x ratio: what the 16 sequences' step
+may cost, what their kernels and SGD leave of it for recording and execution bookkeeping, and,
+where they record more ops than the hand batch, that per recorded op beyond the hand batch's.
+``--floor`` times the same user loop as ``lm_16`` recording into the leanest Python records
+(per op a list holding its inputs, per output an object holding ``(op, index)``, no check, no
+shape) and freeing them: about what no pure-Python recorder of this graph goes under.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ BUILDS = {"forest": (models.forest_samples, models.forest_tape),
           "lm_16": (models.char_batch_samples, models.char_lm_16_tape),
           "lm_batch": (models.char_batch_samples, models.char_lm_batch_tape),
           "forest_fn": (models.forest_samples, models.forest_traced_tape),
-          "lm_16_fn": (models.char_batch_samples, models.char_lm_16_traced_tape)}
+          "lm_16_fn": (models.char_batch_samples, models.char_lm_16_traced_tape),
+          "lm_16_seq": (models.char_batch_samples, models.char_lm_16_sequence_tape)}
 
 
 def training(which: str, warm_up: int = 3, kernels: bool = False):
@@ -220,7 +222,7 @@ def main(argv=None) -> None:
         print(line)
         steps[which] = (low[:3], low[3], rest.min() if args.kernels else None, ops)
     hand = steps.get("lm_batch")
-    for which in ("lm_16", "lm_16_fn"):
+    for which in ("lm_16", "lm_16_fn", "lm_16_seq"):
         if hand is not None and which in steps:
             _ratios(which, hand, steps[which], args.kernels)
     if args.floor:
@@ -239,13 +241,15 @@ def _ratios(which: str, hand: tuple, own: tuple, kernels: bool) -> None:
         allowed = hand_phases.sum() / 0.9
         left = allowed - kernel - phases[2]
         hand_python = hand_phases[0] + hand_rest
-        print(f"{which} at 0.9x: a step of at most {allowed:.2f} ms; its kernels and SGD take "
-              f"{kernel + phases[2]:.2f}, leaving {left:.2f} ms for recording and execution "
-              f"bookkeeping (today {phases[0]:.2f} + {phases[1] - kernel:.2f}); the hand "
-              f"batch's own take {hand_python:.2f}, so the {ops - hand_ops} ops it has beyond "
-              f"the hand batch's {hand_ops} may cost "
-              f"{(left - hand_python) * 1e3 / (ops - hand_ops):.2f} us each, recorded, run "
-              "and freed")
+        line = (f"{which} at 0.9x: a step of at most {allowed:.2f} ms; its kernels and SGD "
+                f"take {kernel + phases[2]:.2f}, leaving {left:.2f} ms for recording and "
+                f"execution bookkeeping (today {phases[0]:.2f} + {phases[1] - kernel:.2f}); the "
+                f"hand batch's own take {hand_python:.2f}")
+        if ops > hand_ops:      # (lm_16_seq records fewer ops than the hand batch)
+            line += (f", so the {ops - hand_ops} ops it has beyond the hand batch's {hand_ops} "
+                     f"may cost {(left - hand_python) * 1e3 / (ops - hand_ops):.2f} us each, "
+                     "recorded, run and freed")
+        print(line)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,32 @@ def test_hand_batched_lm_is_the_16_separate_sequences():
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(), err_msg=p.name)
 
 
+def test_each_sequences_loss_as_a_function_is_the_plain_lm_recorded_as_one_op_each():
+    """``char_lm_16_sequence_tape`` (the row "each sequence's loss as tape.function", workload
+    lm_16_seq): the plain 16-sequence LM's loss bit for bit and its gradients within float32
+    rounding, eagerly and lazily; lazily, one op per sequence, then the sum and its scale."""
+    samples = models.char_batch_samples(np.random.default_rng(6))[:3]
+    params, loss, gradients = eager_loss_and_gradients(models.char_lm_16_tape, samples)
+    for lazy in (False, True):
+        tape.seed(0)
+        own_params, losses = models.char_lm_16_sequence_tape(tape, samples)
+        for p, q in zip(params, own_params, strict=True):     # the same initial parameters
+            np.testing.assert_array_equal(p.numpy(), q.numpy())
+        first = dynamic.tape_training(tape, own_params, losses, models.LEARNING_RATE,
+                                      lazy=lazy)[1]
+        own_loss, own_gradients = first()
+        assert own_loss == loss
+        for p, a, e in zip(params, own_gradients, gradients, strict=True):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6 * np.abs(e).max(),
+                                       err_msg=p.name)
+    with tape.lazy():
+        tape.reset_global_tape()
+        losses[0]()
+        recorded = [op.plan.info.type for op in tape.get_global_tape()]
+    assert len({*recorded[:3]}) == 1 and recorded[0].startswith("function_loss_")
+    assert recorded[3:] == ["sum", "scale"]
+
+
 def test_the_hand_batch_is_step_major():
     """Row t*16 + k of the batch is sequence k's character t (a transposed layout would mix
     sequences into one another's steps and still give 16 rows per step)."""
@@ -175,6 +201,39 @@ def test_lazy_steps_splits_execute_into_kernels_and_the_rest_and_prints_the_budg
     assert next(line for line in lines if line.startswith("floor: lm_16's 594 ops"))
 
 
+def test_lazy_steps_lm_16_seq_records_one_op_per_sequence_and_gets_the_ratio_lines(capsys):
+    """Workload lm_16_seq: 16 calls of each sequence's loss, their sum and its scale; with
+    lm_batch in the run, its ratio line and, with --kernels, its budget line, which says
+    nothing per op beyond the hand batch's (it records fewer)."""
+    lazy_steps.main(["lm_batch", "lm_16_seq", "--steps", "1", "--kernels"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert next(line for line in lines if line.startswith("lm_16_seq: 18 ops; ms per step"))
+    assert next(line for line in lines if line.startswith(
+        "lm_16_seq vs lm_batch: ") and "x the hand batch's throughput; " in line)
+    budget = next(line for line in lines if line.startswith("lm_16_seq at 0.9x: a step of"))
+    assert re.search(r"the hand batch's own take \d+\.\d\d$", budget)
+
+
+def test_lazy_steps_ratio_and_budget_lines_read_the_figures_they_name(capsys):
+    """``_ratios``' lines from given minima (ms): record, execute, SGD, kernels, the rest and
+    ops of the hand batch; record, execute, SGD, kernels and ops of ``which``."""
+    hand = (np.array([0.2, 5.0, 0.1]), 4.0, 1.2, 37)
+    lazy_steps._ratios("lm_16_seq", hand, (np.array([0.1, 34.0, 0.1]), 33.0, None, 18), True)
+    lazy_steps._ratios("lm_16_fn", hand, (np.array([1.5, 5.8, 0.1]), 4.2, None, 594), True)
+    assert capsys.readouterr().out.splitlines() == [
+        "lm_16_seq vs lm_batch: 0.15x the hand batch's throughput; 1.02x if executing cost "
+        "what the hand batch's does",      # 5.3 / 34.2; 5.3 / (5.3 + 0.1 - 0.2)
+        "lm_16_seq at 0.9x: a step of at most 5.89 ms; its kernels and SGD take 33.10, leaving "
+        "-27.21 ms for recording and execution bookkeeping (today 0.10 + 1.00); the hand "
+        "batch's own take 1.40",
+        "lm_16_fn vs lm_batch: 0.72x the hand batch's throughput; 0.80x if executing cost "
+        "what the hand batch's does",      # 5.3 / 7.4; 5.3 / (5.3 + 1.5 - 0.2)
+        "lm_16_fn at 0.9x: a step of at most 5.89 ms; its kernels and SGD take 4.30, leaving "
+        "1.59 ms for recording and execution bookkeeping (today 1.50 + 1.60); the hand "
+        "batch's own take 1.40, so the 557 ops it has beyond the hand batch's 37 may cost "
+        "0.34 us each, recorded, run and freed"]     # (5.89 - 4.3 - 1.4) / 557 ms
+
+
 def test_the_lm_target_ratio_is_against_the_hand_batch_timed_alongside(monkeypatch, capsys):
     lm_16 = next(w for w in dynamic.WORKLOADS if w.key == "lm_16")
     monkeypatch.setattr(dynamic, "WORKLOADS", (lm_16._replace(
@@ -191,9 +250,15 @@ def test_the_lm_target_ratio_is_against_the_hand_batch_timed_alongside(monkeypat
     monkeypatch.setattr(dynamic, "measure", measure)
     dynamic.main(["--quick"])
     out = capsys.readouterr().out
-    assert {dynamic.TAPE_LAZY, dynamic.TAPE_LAZY_TRACED, dynamic.HAND_ALONGSIDE} <= set(timed)
-    assert (f"{dynamic.HAND_ALONGSIDE}: gradients agree with eager Tape's on the first step"
-            in out)
-    for lib in (dynamic.TAPE_LAZY_TRACED, dynamic.TAPE_LAZY):
-        assert (f"| {lib}, 16 separate sequences per graph vs Tape, lazy's hand-batched 16 "
-                "(timed alongside) | 0.50× | at least 0.9× |") in out
+    own = (dynamic.TAPE_LAZY_TRACED, dynamic.TAPE_LAZY_SEQUENCE, dynamic.HAND_ALONGSIDE)
+    assert {dynamic.TAPE_LAZY, *own} <= set(timed)
+    for lib in own:
+        assert f"{lib}: gradients agree with eager Tape's on the first step" in out
+    rows = [line.split(" | ")[0][2:] for line in out.splitlines() if line.startswith("| Tape")]
+    assert rows[:5] == [dynamic.TAPE, dynamic.TAPE_LAZY, *own]
+    ratios = [line for line in out.splitlines()
+              if "separate sequences per graph vs Tape, lazy's hand-batched 16" in line]
+    assert ratios == [f"| {lib}, 16 separate sequences per graph vs Tape, lazy's hand-batched 16 "
+                      "(timed alongside) | 0.50× | at least 0.9× |"
+                      for lib in (dynamic.TAPE_LAZY_TRACED, dynamic.TAPE_LAZY,
+                                  dynamic.TAPE_LAZY_SEQUENCE)]
