@@ -176,8 +176,8 @@ def _lookup(plan, shapes):
 _ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "square", "abs", "scale",
                 "gelu", "leaky_relu", "softplus", "clip", "cast", "assign", "pow", "sum")
 # (a batched Y that broadcasts over X runs stacked: ``tape.function_stacking``)
-ELEMENTWISE_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
-           "elementwise_max", "elementwise_min", "elementwise_pow")
+ELEMENTWISE_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul",
+                      "elementwise_div", "elementwise_max", "elementwise_min", "elementwise_pow")
 
 _RULES = {
     **{t: _all_cat for t in _ELEMENTWISE},

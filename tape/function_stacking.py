@@ -129,8 +129,8 @@ class _Stacking:
     def _as_stacked(self, i: int) -> int:
         if i in self.stacked:
             return self.stacked[i]
-        if i not in self.flat:
-            raise _Refused      # (a shared value: a result no argument leads to)
+        if i not in self.flat:  # (a shared value: a result or a stacked input no argument
+            raise _Refused      # leads to)
         made = self.stacked[i] = self._reshape(self.flat[i], (self.n,) + self._shape(i))
         return made
 
