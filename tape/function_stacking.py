@@ -96,19 +96,20 @@ class _Stacking:
     def _broadcast(self, step: Step, reads: dict) -> None:
         """An elementwise op whose Y, which an argument leads to, broadcasts over X's leading
         axes (``x - ops.mean(x)``): on the stacked forms, Y given ones for the axes it skips
-        (its own calls' values stay on axis 0), broadcast as numpy does."""
+        (its own calls' values stay on axis 0), broadcast as numpy does; a shared X is given a
+        new axis 0 of one, which broadcasts over the calls."""
         (x,), (y,) = reads["X"], reads["Y"]
-        if x in self.shared:
-            raise _Refused
         x_shape, y_shape = self._shape(x), self._shape(y)
         axis = step.attrs.get("axis", -1)
         start = len(x_shape) - len(y_shape) if axis == -1 else axis
         ones = len(x_shape) - start - len(y_shape)
         aligned = self._reshape(self._as_stacked(y),
                                 (self.n,) + (1,) * start + y_shape + (1,) * ones)
+        x = self._reshape(self.shared[x], (1,) + x_shape) if x in self.shared else \
+            self._as_stacked(x)
         attrs, attrs_key = step.info.checked_attrs({**step.attrs, "axis": -1})
         self._add(Step(step.info, attrs, attrs_key, step.ins, step.outs),
-                  {"X": [self._as_stacked(x)], "Y": [aligned]}, self.stacked)
+                  {"X": [x], "Y": [aligned]}, self.stacked)
 
     def _add(self, step: Step, given: dict, form: dict) -> None:
         """Append ``step`` (its op may be another than its slots' indices were found for: a

@@ -179,26 +179,48 @@ def test_a_value_no_argument_leads_to_is_computed_once_and_tiled_where_rows_need
         assert_close(got, run_lazily(lambda: ops.sum([spread(x) for x in xs]), [start] + xs))
 
 
-@pytest.mark.parametrize("case", ["a result no argument leads to",
-                                  "a captured X with a Y that broadcasts over it"])
-def test_functions_the_stacking_refuses_run_call_by_call(kernel_calls, case):
+def test_a_captured_x_under_a_y_an_argument_leads_to_stacks(kernel_calls):
+    """``start - mean(x)``: the captured X gets a new axis 0 of one, broadcast over the calls'
+    means; its gradient sums every call's."""
     start = shared_start()
 
-    def refused(x):
-        if case == "a result no argument leads to":
-            return ops.mean(x), ops.tanh(start)
-        return ops.elementwise_sub(start, ops.mean(x)), ops.mean(x)
+    def offset(x):
+        return ops.elementwise_sub(start, ops.mean(x)) * ops.mean(x)
+    rng = np.random.default_rng(10)
+    xs = [tape.Variable(floats(rng, (2, WIDTH)), stop_gradient=False) for _ in range(CALLS)]
+    traced = tape.function(offset)
+    got = run_lazily(lambda: ops.sum([ops.reduce_sum(traced(x)) for x in xs]), [start] + xs)
+    assert stacked_forward_calls(kernel_calls) == [(CALLS, 2, WIDTH)]
+    with batching_off():
+        assert_close(got, run_lazily(lambda: ops.sum([ops.reduce_sum(offset(x)) for x in xs]),
+                                     [start] + xs))
+
+
+@pytest.mark.parametrize("case", ["a result no argument leads to",
+                                  "a weight an argument gives"])
+def test_functions_the_stacking_refuses_run_call_by_call(kernel_calls, case):
+    start = shared_start()
     rng = np.random.default_rng(9)
     xs = [tape.Variable(floats(rng, (2, WIDTH)), stop_gradient=False) for _ in range(CALLS)]
+    if case == "a result no argument leads to":
+        def refused(x):
+            return ops.mean(x), ops.tanh(start)
+        calls, params = [(x,) for x in xs], [start] + xs
+    else:
+        def refused(x, w):
+            return x @ w, ops.mean(x)
+        ws = [tape.Variable(floats(rng, (WIDTH, WIDTH)), stop_gradient=False)
+              for _ in range(CALLS)]
+        calls, params = list(zip(xs, ws)), xs + ws
     traced = tape.function(refused)
 
     def build(f):
         return lambda: ops.sum([ops.reduce_sum(a) + ops.reduce_sum(b)
-                                for a, b in (f(x) for x in xs)])
-    got = run_lazily(build(traced), [start] + xs)
+                                for a, b in (f(*args) for args in calls)])
+    got = run_lazily(build(traced), params)
     assert stacked_forward_calls(kernel_calls) == [(2, WIDTH)] * CALLS
     with batching_off():
-        expected = run_lazily(build(refused), [start] + xs)
+        expected = run_lazily(build(refused), params)
     np.testing.assert_array_equal(got[0], expected[0])
     for a, b in zip(got[1], expected[1], strict=True):
         np.testing.assert_array_equal(a, b)
