@@ -196,7 +196,7 @@ def _read_code(writer, given) -> str:
     if given is None:
         return "None"
     if type(given) is list:
-        if None in given:
+        if any(entry is None for entry in given):     # (``in`` would compare arrays)
             raise Unwritable
         return "[" + ", ".join(_read_code(writer, entry) for entry in given) + "]"
     if type(given) is not tuple:
