@@ -1,0 +1,126 @@
+"""Branches of the written forward and backward of a unit schedule (``tape.unit_forward``,
+``tape.unit_backward``) that the other tests leave unreached, each driven by a user's lazy
+training step and shown taken: a batch input gathered from a batch's rows and arrays given to
+single ops, a gradient added by rows into a unit's gradient whose first part a kernel made
+(copied first), an optional output gradient that never arrives. Results bit for bit the
+uncached path's throughout (``test_unit_backward_written.cached_steps`` also checks every
+sample's gradient and makes the grad kernels' arrays read-only)."""
+import re
+
+import numpy as np
+import pytest
+import test_unit_schedule
+from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
+from test_unit_backward_written import cached_steps
+from test_unit_forward import training_step
+from test_unit_schedule import WIDTH, sequences, weights
+from test_unit_written import assert_written_as_uncached
+
+from tape import Variable, ops, unit_backward, unit_forward, unit_schedule
+from tape.grad_steps import OPT_OUT_GRAD
+
+
+def test_a_batch_input_of_rows_and_given_arrays_is_written_in_op_order(monkeypatch):
+    """Each sequence's first product plus its start state: an array given to the op in odd
+    sequences, ``tanh`` of a given array (one batch) in even ones. The sum's batch takes its
+    start states from that batch's rows and the given arrays, put back in op order."""
+    params = weights()
+    in_op_order_code, given_parts = unit_forward.in_op_order_code, []
+
+    def watched(parts, *args):
+        given_parts.extend(code for _, code, _ in parts if re.fullmatch(r"a\d+", code))
+        return in_op_order_code(parts, *args)
+    monkeypatch.setattr(unit_forward, "in_op_order_code", watched)
+
+    def losses(w, u, seed):
+        start = np.full((1, WIDTH), 0.5, np.float32)
+        for n, x in enumerate(sequences(1, seed)):
+            state = Variable(start * n) if n % 2 else \
+                ops.tanh(Variable(start * n, stop_gradient=False))
+            first = ops.matmul_v2(Variable(x, stop_gradient=False), w)
+            yield ops.mean(ops.matmul_v2(ops.tanh(first + state), u))
+
+    assert_written_as_uncached(
+        lambda seed: training_step(params, lambda w, u: list(losses(w, u, seed))),
+        [1, 1, 1, 1, 1, 2])
+    assert len(given_parts) == 3    # (the odd sequences' start states, once: when written)
+
+
+def row_read_first_losses(data):
+    """``step``'s first products, each sequence's ``tanh`` read whole by the next batch and,
+    for sequence 2, by a lone ``scale`` too, which runs first (nothing can join it): backward
+    reaches the batch first, whose gradient of that ``tanh`` is its kernel's array, and the
+    lone op's part goes into sequence 2's rows of it."""
+    def losses(w, u):
+        for n, sequence in enumerate(data):
+            given = test_unit_schedule.Variable(sequence, stop_gradient=False)  # (noted)
+            h = ops.tanh(ops.matmul_v2(given, w))
+            if n == 2:
+                yield ops.reduce_sum(ops.scale(h, scale=3.0), reduce_all=True)
+            yield ops.mean(ops.tanh(ops.matmul_v2(h, u)))
+    return losses
+
+
+def written_backwards(monkeypatch) -> list:
+    """A list that gets each backward ``unit_schedule.write_backward`` writes."""
+    write_backward, written = unit_schedule.write_backward, []
+
+    def kept(*args):
+        written.append(write_backward(*args))
+        return written[-1]
+    monkeypatch.setattr(unit_schedule, "write_backward", kept)
+    return written
+
+
+def test_rows_added_into_a_kernel_made_gradient_copy_it_first(monkeypatch):
+    """The written backward copies the gradient it was handed whole before adding a part
+    into its rows (``cached_steps`` makes the kernel's array read-only: an add into it
+    raises)."""
+    written = written_backwards(monkeypatch)
+    cached_steps(monkeypatch, row_read_first_losses)
+    backward, = written
+    assert "copy" in backward.__code__.co_names
+
+
+def cross_entropy_losses(data):
+    """Each sequence's characters classified (their labels from their values): of
+    ``softmax_with_cross_entropy``'s outputs only the loss is read, so its grad op's
+    optional gradient of the softmax never arrives."""
+    def losses(w, u):
+        for sequence in data:
+            given = test_unit_schedule.Variable(sequence, stop_gradient=False)  # (noted)
+            labels = np.argmax(sequence, axis=1).reshape(-1, 1).astype(np.int64)
+            logits = ops.matmul_v2(ops.tanh(ops.matmul_v2(given, w)), u)
+            yield ops.mean(ops.softmax_with_cross_entropy(logits, Variable(labels))[1])
+    return losses
+
+
+def test_an_optional_output_gradient_that_never_arrives_is_left_out(monkeypatch):
+    argument, left_out = unit_backward._Writer.argument, []
+
+    def watched(self, n, unit, h0, binding, temps):
+        value = argument(self, n, unit, h0, binding, temps)
+        if value is None:
+            left_out.append((unit.plan.info.type, binding[0]))
+        return value
+    monkeypatch.setattr(unit_backward._Writer, "argument", watched)
+    cached_steps(monkeypatch, cross_entropy_losses)
+    assert left_out == [("softmax_with_cross_entropy", OPT_OUT_GRAD)]
+
+
+@pytest.mark.xfail(raises=ValueError, strict=True, reason=(
+    "unit_forward._read_code tests a lone op's list input by `None in given`, which compares "
+    "each given array with None: ambiguous for an array of more than one element"))
+def test_a_lone_op_reading_a_given_array_in_a_list_is_written():
+    """The sequences' last states and one given array summed by one op (nothing joins
+    it): the written forward reads the list as ``arrays_of`` does."""
+    params, bias = weights(), np.full((1, WIDTH), 0.25, np.float32)
+
+    def losses(w, u, seed):
+        lasts = [ops.tanh(ops.matmul_v2(ops.tanh(ops.matmul_v2(
+            Variable(x, stop_gradient=False), w)), u)) for x in sequences(1, seed)]
+        return [ops.mean(ops.sum(lasts + [Variable(bias)]))]
+
+    assert_written_as_uncached(
+        lambda seed: training_step(params, lambda w, u: losses(w, u, seed)),
+        [1, 1, 1, 1, 1, 2])
