@@ -16,8 +16,11 @@ from test_unit_forward import training_step
 from test_unit_schedule import WIDTH, sequences, weights
 from test_unit_written import assert_written_as_uncached
 
-from tape import Variable, ops, unit_backward, unit_forward, unit_schedule
+from tape import Variable, ops, unit_backward, unit_forward
+from tape.desc import OpDesc
 from tape.grad_steps import OPT_OUT_GRAD
+from tape.ops.rules import float_same_as
+from tape.registry import GradMaker, grad_name, kernel, register_op
 
 
 def test_a_batch_input_of_rows_and_given_arrays_is_written_in_op_order(monkeypatch):
@@ -61,25 +64,98 @@ def row_read_first_losses(data):
     return losses
 
 
-def written_backwards(monkeypatch) -> list:
-    """A list that gets each backward ``unit_schedule.write_backward`` writes."""
-    write_backward, written = unit_schedule.write_backward, []
+def written_sources(monkeypatch) -> list:
+    """A list that gets the source of each backward ``tape.unit_backward`` writes."""
+    sources = []
 
-    def kept(*args):
-        written.append(write_backward(*args))
-        return written[-1]
-    monkeypatch.setattr(unit_schedule, "write_backward", kept)
-    return written
+    def compiling(source, *args):
+        sources.append(source)
+        return compile(source, *args)
+    monkeypatch.setattr(unit_backward, "compile", compiling, raising=False)
+    return sources
+
+
+def written_line(monkeypatch, losses_of, pattern: str) -> None:
+    """``cached_steps`` of ``losses_of``, whose one written backward has a line that
+    matches ``pattern``."""
+    sources = written_sources(monkeypatch)
+    cached_steps(monkeypatch, losses_of)
+    source, = sources
+    assert re.search(pattern, source, re.MULTILINE), source
 
 
 def test_rows_added_into_a_kernel_made_gradient_copy_it_first(monkeypatch):
     """The written backward copies the gradient it was handed whole before adding a part
     into its rows (``cached_steps`` makes the kernel's array read-only: an add into it
     raises)."""
-    written = written_backwards(monkeypatch)
-    cached_steps(monkeypatch, row_read_first_losses)
-    backward, = written
-    assert "copy" in backward.__code__.co_names
+    written_line(monkeypatch, row_read_first_losses, r"^ +(g\d+_0) = \1\.copy\(\)$")
+
+
+def shared_state_losses(data):
+    """Every sequence's first character plus one state, ``tanh`` of a given array (a lone
+    op): the sum's batch reads that op's output once per op, so its gradient is the sum
+    of their rows."""
+    def losses(w, u):
+        state = ops.tanh(test_unit_schedule.Variable(np.full((1, WIDTH), 0.5, np.float32),
+                                                     stop_gradient=False))     # (noted)
+        for sequence in data:
+            given = test_unit_schedule.Variable(sequence[:1], stop_gradient=False)
+            yield ops.mean(ops.matmul_v2(ops.tanh(ops.matmul_v2(given, w) + state), u))
+    return losses
+
+
+def test_rows_of_one_value_read_by_a_batch_are_summed(monkeypatch):
+    written_line(monkeypatch, shared_state_losses,
+                 r"^ +g\d+_0 = g\[c\d+\]\.reshape\(c\d+\)\.sum\(axis=0\)")
+
+
+def two_lengths_losses(data):
+    """Sequences of 2 and of 3 characters: one batch of products with offsets, and the
+    means of each length (stacked: one block per sequence) read a run of its rows."""
+    def losses(w, u):
+        for n, sequence in enumerate(data):
+            given = test_unit_schedule.Variable(sequence[:2 + n // 3], stop_gradient=False)
+            yield ops.mean(ops.tanh(ops.matmul_v2(ops.tanh(ops.matmul_v2(given, w)), u)))
+    return losses
+
+
+def test_blocks_of_a_stacked_batch_go_into_rows_of_a_batch_with_offsets(monkeypatch):
+    written_line(monkeypatch, two_lengths_losses,
+                 r"^ +g\d+_0\[c\d+\] \+= .*\.reshape\(c\d+\)$")
+
+
+class _TwoStepGrad(GradMaker):
+    """``X@GRAD = 2 * (1.5 * Out@GRAD)``, as two ``scale`` ops: the first one's output a
+    temporary that only the second reads."""
+
+    grads = ("X",)
+
+    def make(self, op):
+        out_grad = grad_name(op.outputs["Out"][0])
+        temporary = out_grad + "@HALF"
+        return [_scale(out_grad, temporary, 1.5), _scale(temporary, grad_name(op.inputs["X"][0]),
+                                                         2.0)]
+
+
+def _scale(source: str, target: str, factor: float) -> OpDesc:
+    return OpDesc("scale", {"X": [source]}, {"Out": [target]},
+                  {"scale": factor, "bias": 0.0, "bias_after_scale": True})
+
+
+def test_a_temporary_between_grad_ops_is_a_local_of_the_unit(monkeypatch, user_ops):
+    """A user's op ``Out = 3 X`` whose grad maker writes two ops, the second reading the
+    first's output (run once per sequence: no batch rule)."""
+    register_op("triple", inputs=["X"], outputs=["Out"], infer_shape=float_same_as("X"),
+                grad=_TwoStepGrad())
+    kernel("triple")(lambda X: X * 3.0)
+
+    def losses_of(data):
+        def losses(w, u):
+            for sequence in data:
+                given = test_unit_schedule.Variable(sequence, stop_gradient=False)  # (noted)
+                yield ops.mean(ops.matmul_v2(ops.triple(ops.tanh(ops.matmul_v2(given, w))), u))
+        return losses
+    written_line(monkeypatch, losses_of, r"^ +t0 = r\[0\]$")
 
 
 def cross_entropy_losses(data):
