@@ -12,7 +12,6 @@ a lone op reading a given array in a list (its written forward raises)."""
 import re
 
 import numpy as np
-import pytest
 import test_unit_schedule
 from test_lazy_replay import fresh_cache  # noqa: F401  (autouse: empty caches per test)
 from test_unit_backward_written import cached_steps
@@ -178,12 +177,10 @@ def test_an_optional_output_gradient_that_never_arrives_is_left_out(monkeypatch)
     written_line(monkeypatch, cross_entropy_losses, r"'Softmax@GRAD': None")
 
 
-@pytest.mark.xfail(raises=ValueError, strict=True, reason=(
-    "unit_forward._read_code tests a lone op's list input by `None in given`, which compares "
-    "each given array with None: ambiguous for an array of more than one element"))
 def test_a_lone_op_reading_a_given_array_in_a_list_is_written():
     """The sequences' last states and one given array summed by one op (nothing joins
-    it): the written forward reads the list as ``arrays_of`` does."""
+    it): the written forward reads the list as ``arrays_of`` does (a check of the list for
+    None by ``in`` once compared the array with None and raised)."""
     params, bias = weights(), np.full((1, WIDTH), 0.25, np.float32)
 
     def losses(w, u, seed):
