@@ -101,7 +101,7 @@ def _batch_rule(graph: Graph, names: list, shapes: dict):
     given = tuple((tuple(shapes[n][0]), d) for n, d in zip(names, graph.input_dtypes))
     if graph.row_wise(given):
         return {n: CAT if k < graph.arguments else SHARED for k, n in enumerate(names)}
-    if graph.stacks(given):
+    if graph.stacks():
         return {n: STACK if k < graph.arguments else SHARED for k, n in enumerate(names)}
     return None
 

@@ -95,11 +95,10 @@ class Graph:
             self.stacked[n] = stacked_graph(self, n)
         return self.stacked[n]
 
-    def stacks(self, specs: tuple) -> bool:
-        """Whether calls at inputs of ``specs`` can run at once on their arguments stacked
-        along a new axis 0 (every argument has an axis 0 to concatenate them along)."""
-        return specs == self.traced and \
-            all(len(shape) >= 1 for shape, _ in specs[:self.arguments]) and \
+    def stacks(self) -> bool:
+        """Whether calls can run at once on their arguments stacked along a new axis 0 (every
+        argument has an axis 0 to concatenate them along)."""
+        return all(len(shape) >= 1 for shape, _ in self.traced[:self.arguments]) and \
             self.stacked_for(2) is not None
 
     def program_of(self, arrays: list) -> Program:

@@ -38,7 +38,8 @@ class _Stacking:
     def __init__(self, graph: Graph, n: int):
         self.source = graph
         self.n = n
-        self.specs = graph.program(graph.traced).specs      # every value's (shape, dtype), per call
+        self.per_call = graph.program(graph.traced)
+        self.specs = self.per_call.specs        # every value's (shape, dtype), in one call
         self.steps = []
         self.size = graph.inputs
         self.stacked = {i: i for i in range(graph.arguments)}
@@ -49,7 +50,7 @@ class _Stacking:
     def graph(self) -> Graph | None:
         source = self.source
         try:
-            for step, plan in zip(source.steps, source.program(source.traced).plans):
+            for step, plan in zip(source.steps, self.per_call.plans):
                 self._rewrite(step, plan)
             outputs = tuple(self._as_stacked(i) for i in source.outputs)
         except _Refused:
